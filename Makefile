@@ -1,0 +1,46 @@
+# The two commands a new machine needs: `make demo` and `make test`.
+# Each bootstraps what it needs (a .venv, the npm chain toolchain) and is quick when done.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP_STAMP := $(VENV)/.stamp-install
+NPM_STAMP := node_modules/.stamp-install
+
+.PHONY: demo test lint fmt bench reliability contracts deps clean
+
+deps: $(PIP_STAMP) $(NPM_STAMP)
+
+$(PIP_STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: deps
+	$(VENV)/bin/keeper devnet
+
+test: deps
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: deps
+	$(VENV)/bin/ruff check keeper tests bench scripts
+	$(VENV)/bin/ruff format --check keeper tests bench
+	$(VENV)/bin/mypy keeper
+
+fmt: deps
+	$(VENV)/bin/ruff format keeper tests bench
+	$(VENV)/bin/ruff check --fix keeper tests bench
+
+contracts: deps
+	$(PY) scripts/build-contracts
+
+reliability: deps
+	$(PY) -m pytest -q -m "reliability" tests/reliability
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

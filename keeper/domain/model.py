@@ -1,0 +1,186 @@
+"""Core value types shared by every layer.
+
+Conventions (relied upon everywhere, so kept in one place):
+- addresses and hashes are lowercase ``0x`` hex strings;
+- ERC-8183 job ids are decimal strings, task ids ``0x`` + 64 hex chars, so both
+  fit one ``subject`` column and sort/compare without a chain lookup;
+- token amounts and uint256 values are Python ``int`` and are stored as TEXT,
+  never floats;
+- timestamps are chain seconds (block timestamps), never the wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import Union
+
+ArgValue = Union[int, str, bool, tuple["ArgValue", ...]]
+
+
+class Protocol(str, Enum):
+    """Which escrow family a contract speaks."""
+
+    ERC8183 = "erc8183"
+    TASKMARKET = "taskmarket"
+
+
+class JobStatus(IntEnum):
+    """ERC-8183 ``JobStatus``; values match the Solidity enum."""
+
+    OPEN = 0
+    FUNDED = 1
+    SUBMITTED = 2
+    COMPLETED = 3
+    REJECTED = 4
+    EXPIRED = 5
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class TaskStatus(IntEnum):
+    """Task market ``TaskStatus``; values match the Solidity enum."""
+
+    OPEN = 0
+    CLAIMED = 1
+    WORKER_SELECTED = 2
+    PENDING_APPROVAL = 3
+    ACCEPTED = 4
+    EXPIRED = 5
+    CANCELLED = 6
+    REVIEW = 7
+    APPEALING = 8
+    DISPUTED = 9
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class VerdictType(IntEnum):
+    APPROVE = 0
+    REJECT = 1
+    PARTIAL = 2
+
+
+@dataclass(frozen=True, slots=True)
+class BlockHeader:
+    """The part of a block the indexer needs: identity, ancestry, chain time."""
+
+    number: int
+    hash: str
+    parent_hash: str
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """One ``eth_getLogs`` entry, validated and normalised by the RPC layer."""
+
+    address: str
+    topics: tuple[str, ...]
+    data: bytes
+    block_number: int
+    block_hash: str
+    tx_hash: str
+    tx_index: int
+    log_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A log matched against our contracts.
+
+    ``name`` is None for a log whose topic0 we do not know: it is kept raw and
+    counted, never dropped. ``variant`` tells apart event shapes that share a
+    name (``current``, ``legacy``, ``older``).
+    """
+
+    contract: str
+    protocol: Protocol
+    name: str | None
+    variant: str
+    subject: str | None
+    args: Mapping[str, ArgValue]
+    log: Log
+    block_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRead:
+    """An on-chain view call recorded with the block it was read at.
+
+    Projections are a pure function of events plus these reads, so a rebuild
+    never needs the network and a reorg drops reads with their block.
+    """
+
+    contract: str
+    subject: str
+    kind: str  # e.g. "getJob", "getTaskEvaluatorConfig", "paymentToken"
+    block_number: int
+    block_hash: str
+    result: Mapping[str, ArgValue]
+
+
+@dataclass(slots=True)
+class JobState:
+    """Projection of one ERC-8183 job (table ``jobs``)."""
+
+    contract: str
+    job_id: str
+    client: str = ""
+    provider: str = ""
+    evaluator: str = ""
+    hook: str = ""
+    token: str = ""
+    budget: int = 0
+    funded_amount: int = 0
+    expired_at: int = 0
+    submitted_at: int | None = None
+    status: JobStatus = JobStatus.OPEN
+    deliverable: str | None = None
+    reason: str | None = None
+    description: str | None = None
+    legacy: bool = False
+    created_block: int = 0
+    updated_block: int = 0
+    # which event ended the job with a verdict: "JobCompleted" / "JobRejected"
+    verdict_event: str | None = None
+    refunded_amount: int = 0
+    paid_amount: int = 0
+
+
+@dataclass(slots=True)
+class TaskState:
+    """Projection of one task-market task (table ``tasks``)."""
+
+    contract: str
+    task_id: str
+    requester: str = ""
+    worker: str | None = None
+    reward: int = 0
+    mode: str = ""
+    expiry_time: int = 0
+    status: TaskStatus = TaskStatus.OPEN
+    deliverable: str | None = None
+    evaluator: str | None = None
+    evaluator_stake: int = 0
+    evaluator_fee_bps: int = 0
+    evaluation_window: int = 0
+    appeal_window: int = 0
+    dispute_resolver: str | None = None
+    submitted_at: int | None = None
+    evaluation_deadline: int | None = None
+    evaluated_at: int | None = None
+    appeal_deadline: int | None = None
+    verdict_type: VerdictType | None = None
+    score: int | None = None
+    evidence_hash: str | None = None
+    paid_amount: int = 0
+    refunded_amount: int = 0
+    created_block: int = 0
+    updated_block: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
