@@ -8,6 +8,7 @@ test cannot leak it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -159,10 +160,8 @@ class AnvilProcess:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=5)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait(timeout=5)
         if proc.stderr:
             proc.stderr.close()

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
-from typing import Union
+from enum import IntEnum, StrEnum
+from typing import TypeAlias
 
-ArgValue = Union[int, str, bool, tuple["ArgValue", ...]]
+ArgValue: TypeAlias = int | str | bool | tuple["ArgValue", ...]
 
 
-class Protocol(str, Enum):
+class Protocol(StrEnum):
     """Which escrow family a contract speaks."""
 
     ERC8183 = "erc8183"

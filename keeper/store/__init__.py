@@ -1,0 +1,4 @@
+"""SQLite storage: schema, migrations, batch commits, projections, read queries.
+
+All SQL of the package lives under this package.
+"""

@@ -1,0 +1,28 @@
+"""Opening the database the one way the daemon relies on."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+
+def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open a connection in WAL mode with autocommit off by default.
+
+    WAL lets the API read while the indexer writes. ``synchronous=FULL``
+    because a batch commit carries the cursor with its events: it must be
+    durable once ``commit`` returns, or a crash could replay past a lost batch.
+    ``isolation_level=None`` leaves transaction control to explicit BEGIN/COMMIT.
+    """
+    if readonly:
+        uri = f"file:{Path(path).resolve()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.row_factory = sqlite3.Row
+    return conn

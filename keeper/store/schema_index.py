@@ -1,0 +1,3 @@
+"""Schema migrations of the index component (see keeper.store.migrations)."""
+
+MIGRATIONS: list[str] = []

@@ -1,0 +1,3 @@
+"""Schema migrations of the keeper component (see keeper.store.migrations)."""
+
+MIGRATIONS: list[str] = []

@@ -1,0 +1,3 @@
+"""Schema migrations of the verify component (see keeper.store.migrations)."""
+
+MIGRATIONS: list[str] = []
