@@ -1,0 +1,210 @@
+"""The keeper's decisions: which permissionless call is due for which subject.
+
+Pure: projections, the head block and the config come in; actions and reports
+go out. Every comparison is against ``head.timestamp`` (what the contract will
+see as ``block.timestamp`` at the earliest in the next block), never the wall
+clock, and mirrors the contract's own ``require`` exactly so that the keeper
+fires on the first block that can succeed and never one block earlier.
+
+``due_at`` is the first chain timestamp at which the call can succeed, so the
+boundary is the same ``head.timestamp >= due_at`` for every action (a strict
+``>`` in the contract becomes ``deadline + 1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol, TaskState, TaskStatus
+from keeper.domain.sharding import is_mine
+
+__all__ = [
+    "EVALUATION_GRACE_PERIOD",
+    "Action",
+    "ActionKind",
+    "PlanResult",
+    "PlannerConfig",
+    "Report",
+    "ReportKind",
+    "plan",
+    "plan_job",
+    "plan_task",
+]
+
+# ERC-8183 current reference: a Submitted job gives the evaluator one hour
+# after submission before the client may take the money back.
+EVALUATION_GRACE_PERIOD = 3600
+
+
+class ActionKind(StrEnum):
+    """The contract function the keeper calls; the value is the Solidity name."""
+
+    CLAIM_REFUND = "claimRefund"
+    FINALIZE_VERDICT = "finalizeVerdict"
+    REFUND_EXPIRED = "refundExpired"
+    EVALUATOR_TIMEOUT = "evaluatorTimeout"
+
+
+class ReportKind(StrEnum):
+    """Conditions the keeper sees but must not act on."""
+
+    # current-reference claimRefund would pay out a budget that was never funded
+    OPEN_JOB_WITH_BUDGET_EXPIRED = "open_job_with_budget_expired"
+    # only the dispute resolver can move it; the escrow waits on a person
+    DISPUTED_PAST_EXPIRY = "disputed_past_expiry"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One due call: ``action(subject)`` on ``contract``, possible from ``due_at`` on."""
+
+    contract: str
+    subject: str
+    action: ActionKind
+    due_at: int
+    protocol: Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Something an operator should see; ``detail`` holds no secrets, only chain facts."""
+
+    contract: str
+    subject: str
+    kind: ReportKind
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerConfig:
+    """Sharding and policy knobs of the planner.
+
+    ``expire_open_unfunded``: the current ERC-8183 reference lets anyone expire
+    an Open job once ``expiredAt`` passes; with budget 0 it moves no money and
+    only tidies state, so an operator may prefer to save the gas.
+    """
+
+    shard: int = 0
+    shards: int = 1
+    shard_fallback_seconds: int = 600
+    expire_open_unfunded: bool = True
+
+    def __post_init__(self) -> None:
+        if self.shards < 1 or not 0 <= self.shard < self.shards:
+            raise ValueError(f"shard {self.shard} out of range for shards={self.shards}")
+        if self.shard_fallback_seconds < 0:
+            raise ValueError("shard_fallback_seconds must be >= 0")
+
+
+@dataclass(slots=True)
+class PlanResult:
+    actions: list[Action] = field(default_factory=list)
+    reports: list[Report] = field(default_factory=list)
+
+
+# Statuses from which the task market's refundExpired refunds the requester.
+# Review is left to evaluatorTimeout, Appealing to finalizeVerdict (a refund
+# there would override an APPROVE verdict) and Disputed to the resolver.
+_REFUNDABLE_TASK = frozenset(
+    {
+        TaskStatus.OPEN,
+        TaskStatus.CLAIMED,
+        TaskStatus.WORKER_SELECTED,
+        TaskStatus.PENDING_APPROVAL,
+    }
+)
+
+
+def plan_job(job: JobState, now: int, config: PlannerConfig) -> Action | Report | None:
+    """The claimRefund decision for one ERC-8183 job at chain time ``now``."""
+    if job.expired_at <= 0:
+        return None  # deadline not known yet (projection incomplete): never guess
+    due: int | None = None
+    if job.status is JobStatus.FUNDED:
+        due = job.expired_at
+    elif job.status is JobStatus.SUBMITTED:
+        due = job.expired_at
+        if not job.legacy:
+            if job.submitted_at is None:
+                return None  # the grace period cannot be checked without it
+            due = max(due, job.submitted_at + EVALUATION_GRACE_PERIOD)
+    elif job.status is JobStatus.OPEN and not job.legacy:
+        if now < job.expired_at:
+            return None
+        if job.budget != 0:
+            return Report(
+                job.contract,
+                job.job_id,
+                ReportKind.OPEN_JOB_WITH_BUDGET_EXPIRED,
+                f"budget={job.budget} expiredAt={job.expired_at}",
+            )
+        if config.expire_open_unfunded:
+            due = job.expired_at
+    if due is None or now < due:
+        return None
+    return Action(job.contract, job.job_id, ActionKind.CLAIM_REFUND, due, Protocol.ERC8183)
+
+
+def plan_task(task: TaskState, now: int) -> Action | Report | None:
+    """The task-market decision for one task at chain time ``now``."""
+    status = task.status
+    if status is TaskStatus.APPEALING:
+        if task.appeal_deadline is not None and now >= task.appeal_deadline:
+            return _task_action(task, ActionKind.FINALIZE_VERDICT, task.appeal_deadline)
+        return None
+    if status is TaskStatus.REVIEW:
+        deadline = task.evaluation_deadline
+        if deadline is not None and now > deadline:
+            return _task_action(task, ActionKind.EVALUATOR_TIMEOUT, deadline + 1)
+        return None
+    if task.expiry_time <= 0 or now <= task.expiry_time:
+        return None
+    if status is TaskStatus.DISPUTED:
+        return Report(
+            task.contract,
+            task.task_id,
+            ReportKind.DISPUTED_PAST_EXPIRY,
+            f"expiryTime={task.expiry_time}",
+        )
+    if status in _REFUNDABLE_TASK:
+        return _task_action(task, ActionKind.REFUND_EXPIRED, task.expiry_time + 1)
+    return None
+
+
+def _task_action(task: TaskState, kind: ActionKind, due_at: int) -> Action:
+    return Action(task.contract, task.task_id, kind, due_at, Protocol.TASKMARKET)
+
+
+def plan(
+    jobs: Iterable[JobState],
+    tasks: Iterable[TaskState],
+    head: BlockHeader,
+    config: PlannerConfig,
+) -> PlanResult:
+    """All actions due at ``head`` that belong to this keeper, plus reports.
+
+    Reports are never sharded: every keeper sees the hazards. Actions come out
+    oldest due first, then by contract and subject, so a batch limit always
+    serves the longest-waiting escrows and two runs give the same order.
+    """
+    now = head.timestamp
+    result = PlanResult()
+    decisions: list[Action | Report | None] = [plan_job(j, now, config) for j in jobs]
+    decisions += [plan_task(t, now) for t in tasks]
+    for decision in decisions:
+        if isinstance(decision, Report):
+            result.reports.append(decision)
+        elif decision is not None and is_mine(
+            decision.subject,
+            shard=config.shard,
+            shards=config.shards,
+            due_at=decision.due_at,
+            now=now,
+            fallback_seconds=config.shard_fallback_seconds,
+        ):
+            result.actions.append(decision)
+    result.actions.sort(key=lambda a: (a.due_at, a.contract, a.subject, a.action.value))
+    result.reports.sort(key=lambda r: (r.contract, r.subject, r.kind.value))
+    return result

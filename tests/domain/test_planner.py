@@ -1,0 +1,267 @@
+"""The planner fires each action on the first satisfying timestamp and never earlier."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keeper.domain.model import BlockHeader, JobState, JobStatus, TaskState, TaskStatus
+from keeper.domain.planner import (
+    EVALUATION_GRACE_PERIOD,
+    Action,
+    ActionKind,
+    PlannerConfig,
+    Report,
+    ReportKind,
+    plan,
+    plan_job,
+    plan_task,
+)
+from keeper.domain.sharding import is_mine, shard_of
+
+C = "0x" + "11" * 20
+T0 = 1_700_000_000
+ONE = PlannerConfig()
+
+
+def head(ts: int, number: int = 100) -> BlockHeader:
+    return BlockHeader(
+        number=number, hash="0x" + "ab" * 32, parent_hash="0x" + "cd" * 32, timestamp=ts
+    )
+
+
+def job(status: JobStatus, **kw: object) -> JobState:
+    base = JobState(contract=C, job_id="1", status=status, expired_at=T0, budget=5, funded_amount=5)
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def task(status: TaskStatus, **kw: object) -> TaskState:
+    base = TaskState(contract=C, task_id="0x" + "22" * 32, status=status, expiry_time=T0)
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+class TestJobBoundaries:
+    """claimRefund mirrors ERC-8183's `>=` comparisons to the second."""
+
+    @pytest.mark.parametrize(
+        ("state", "first_due"),
+        [
+            (job(JobStatus.FUNDED), T0),
+            (job(JobStatus.FUNDED, legacy=True), T0),
+            # submitted long before expiry: expiredAt decides
+            (job(JobStatus.SUBMITTED, submitted_at=T0 - 7200), T0),
+            # submitted 10 minutes before expiry: the 1 hour grace decides
+            (job(JobStatus.SUBMITTED, submitted_at=T0 - 600), T0 - 600 + EVALUATION_GRACE_PERIOD),
+            # legacy has no grace period
+            (job(JobStatus.SUBMITTED, submitted_at=T0 - 600, legacy=True), T0),
+            (job(JobStatus.OPEN, budget=0, funded_amount=0), T0),
+        ],
+    )
+    def test_fires_at_first_due_second_not_before(self, state: JobState, first_due: int) -> None:
+        """One second before the due time nothing is planned; at it, claimRefund is."""
+        assert plan_job(state, first_due - 1, ONE) is None
+        decision = plan_job(state, first_due, ONE)
+        assert isinstance(decision, Action)
+        assert decision.action == "claimRefund"
+        assert decision.due_at == first_due
+        assert decision.subject == state.job_id
+
+    @pytest.mark.parametrize("status", [JobStatus.COMPLETED, JobStatus.REJECTED, JobStatus.EXPIRED])
+    def test_terminal_jobs_never_act(self, status: JobStatus) -> None:
+        """A finished job is left alone however late it is."""
+        assert plan_job(job(status), T0 + 10**6, ONE) is None
+
+    def test_open_job_with_budget_is_reported_never_refunded(self) -> None:
+        """An expired Open job with a budget is reported: claimRefund would drain escrow."""
+        state = job(JobStatus.OPEN, budget=7, funded_amount=0)
+        assert plan_job(state, T0 - 1, ONE) is None
+        decision = plan_job(state, T0, ONE)
+        assert isinstance(decision, Report)
+        assert decision.kind is ReportKind.OPEN_JOB_WITH_BUDGET_EXPIRED
+        assert "budget=7" in decision.detail
+
+    def test_legacy_open_job_has_no_expiry_transition(self) -> None:
+        """Legacy contracts cannot expire an Open job, so nothing is planned or reported."""
+        assert plan_job(job(JobStatus.OPEN, budget=0, legacy=True), T0 + 999, ONE) is None
+        assert plan_job(job(JobStatus.OPEN, budget=9, legacy=True), T0 + 999, ONE) is None
+
+    def test_open_unfunded_can_be_switched_off(self) -> None:
+        """With expire_open_unfunded off, an empty Open job is not worth the gas."""
+        cfg = PlannerConfig(expire_open_unfunded=False)
+        assert plan_job(job(JobStatus.OPEN, budget=0), T0 + 5, cfg) is None
+
+    def test_unknown_deadlines_never_guess(self) -> None:
+        """A job without expiredAt, or Submitted without submittedAt, is not acted on."""
+        assert plan_job(job(JobStatus.FUNDED, expired_at=0), T0, ONE) is None
+        assert plan_job(job(JobStatus.SUBMITTED, submitted_at=None), T0 + 10**6, ONE) is None
+
+
+class TestTaskBoundaries:
+    """Task-market actions use `>=` for appeal deadlines and `>` for expiry and evaluation."""
+
+    @pytest.mark.parametrize(
+        ("state", "kind", "first_due"),
+        [
+            (
+                task(TaskStatus.APPEALING, appeal_deadline=T0 + 50, expiry_time=T0 + 50),
+                ActionKind.FINALIZE_VERDICT,
+                T0 + 50,
+            ),
+            (
+                task(TaskStatus.REVIEW, evaluation_deadline=T0 - 20),
+                ActionKind.EVALUATOR_TIMEOUT,
+                T0 - 19,
+            ),
+            (task(TaskStatus.OPEN), ActionKind.REFUND_EXPIRED, T0 + 1),
+            (task(TaskStatus.CLAIMED), ActionKind.REFUND_EXPIRED, T0 + 1),
+            (task(TaskStatus.WORKER_SELECTED), ActionKind.REFUND_EXPIRED, T0 + 1),
+            (task(TaskStatus.PENDING_APPROVAL), ActionKind.REFUND_EXPIRED, T0 + 1),
+        ],
+    )
+    def test_fires_at_first_due_second_not_before(
+        self, state: TaskState, kind: ActionKind, first_due: int
+    ) -> None:
+        """One second before the boundary nothing is planned; at it, the action is."""
+        assert plan_task(state, first_due - 1) is None
+        decision = plan_task(state, first_due)
+        assert isinstance(decision, Action)
+        assert decision.action is kind
+        assert decision.due_at == first_due
+
+    def test_appealing_past_expiry_is_finalized_never_refunded(self) -> None:
+        """An Appealing task past both its appeal deadline and expiry gets finalizeVerdict only."""
+        state = task(TaskStatus.APPEALING, appeal_deadline=T0 - 100, expiry_time=T0 - 200)
+        decision = plan_task(state, T0)
+        assert isinstance(decision, Action)
+        assert decision.action is ActionKind.FINALIZE_VERDICT
+        early = plan_task(replace(state, appeal_deadline=T0 + 100), T0)
+        assert early is None
+
+    @pytest.mark.parametrize(
+        "status", [TaskStatus.ACCEPTED, TaskStatus.CANCELLED, TaskStatus.EXPIRED]
+    )
+    def test_terminal_tasks_never_act(self, status: TaskStatus) -> None:
+        """Accepted, Cancelled and Expired tasks are never refunded again."""
+        assert plan_task(task(status), T0 + 10**6) is None
+
+    def test_disputed_past_expiry_is_reported(self) -> None:
+        """A Disputed task waits for its resolver: reported, not refunded."""
+        decision = plan_task(task(TaskStatus.DISPUTED), T0 + 1)
+        assert isinstance(decision, Report)
+        assert decision.kind is ReportKind.DISPUTED_PAST_EXPIRY
+        assert plan_task(task(TaskStatus.DISPUTED), T0) is None
+
+    def test_review_is_left_to_evaluator_timeout(self) -> None:
+        """A Review task past expiry but inside its evaluation window gets nothing."""
+        state = task(TaskStatus.REVIEW, evaluation_deadline=T0 + 100)
+        assert plan_task(state, T0 + 50) is None
+
+
+class TestPlan:
+    """plan() combines decisions, orders them and applies sharding."""
+
+    def test_orders_by_due_time_and_splits_reports(self) -> None:
+        """Actions come out oldest-due first; reports are kept apart."""
+        jobs = [
+            job(JobStatus.FUNDED, job_id="3", expired_at=T0 - 10),
+            job(JobStatus.FUNDED, job_id="2", expired_at=T0 - 30),
+            job(JobStatus.OPEN, job_id="9", budget=4),
+        ]
+        tasks = [task(TaskStatus.OPEN, expiry_time=T0 - 20)]
+        result = plan(jobs, tasks, head(T0), ONE)
+        assert [a.subject for a in result.actions] == ["2", tasks[0].task_id, "3"]
+        assert [r.subject for r in result.reports] == ["9"]
+
+    def test_other_shards_work_waits_for_fallback(self) -> None:
+        """A keeper skips another shard's due work until the fallback delay has passed."""
+        subjects = [str(i) for i in range(1, 40)]
+        foreign = next(s for s in subjects if shard_of(s, 3) != 0)
+        own = next(s for s in subjects if shard_of(s, 3) == 0)
+        cfg = PlannerConfig(shard=0, shards=3, shard_fallback_seconds=300)
+        jobs = [job(JobStatus.FUNDED, job_id=s) for s in (foreign, own)]
+        assert [a.subject for a in plan(jobs, [], head(T0 + 299), cfg).actions] == [own]
+        late = plan(jobs, [], head(T0 + 300), cfg).actions
+        assert sorted(a.subject for a in late) == sorted([own, foreign])
+
+    def test_config_rejects_impossible_shard(self) -> None:
+        """A shard index outside 0..shards-1 is a configuration error."""
+        with pytest.raises(ValueError):
+            PlannerConfig(shard=2, shards=2)
+
+
+class TestSharding:
+    """shard_of is stable and total; every subject has exactly one owner."""
+
+    def test_stable_known_value(self) -> None:
+        """The hash does not depend on the process (no Python hash seed), nor on case."""
+        assert shard_of("0xABCD", 7) == shard_of("0xabcd", 7)
+        assert shard_of("17", 1) == 0
+
+    @given(st.text(min_size=1, max_size=70), st.integers(min_value=1, max_value=16))
+    def test_exactly_one_owner_before_fallback(self, subject: str, shards: int) -> None:
+        """Before the fallback exactly one of the N keepers takes a due subject."""
+        owners = [
+            k
+            for k in range(shards)
+            if is_mine(subject, shard=k, shards=shards, due_at=T0, now=T0, fallback_seconds=60)
+        ]
+        assert owners == [shard_of(subject, shards)]
+
+
+_job_status = st.sampled_from(list(JobStatus))
+_task_status = st.sampled_from(list(TaskStatus))
+_ts = st.integers(min_value=1, max_value=2**40)
+
+
+@given(
+    status=_job_status,
+    expired_at=_ts,
+    submitted=st.one_of(st.none(), _ts),
+    budget=st.integers(min_value=0, max_value=2**256 - 1),
+    legacy=st.booleans(),
+    now=_ts,
+)
+def test_job_action_is_only_ever_due_and_never_on_open_budget(
+    status: JobStatus, expired_at: int, submitted: int | None, budget: int, legacy: bool, now: int
+) -> None:
+    """A planned claimRefund is due now, never before expiredAt, never on an Open budget."""
+    state = job(status, expired_at=expired_at, submitted_at=submitted, budget=budget, legacy=legacy)
+    decision = plan_job(state, now, ONE)
+    if isinstance(decision, Action):
+        assert expired_at <= decision.due_at <= now
+        assert status in (JobStatus.FUNDED, JobStatus.SUBMITTED, JobStatus.OPEN)
+        if status is JobStatus.OPEN:
+            assert budget == 0 and not legacy
+        if status is JobStatus.SUBMITTED and not legacy:
+            assert submitted is not None and now >= submitted + EVALUATION_GRACE_PERIOD
+        # the same job one second before its due time is not planned
+        assert plan_job(state, decision.due_at - 1, ONE) is None
+
+
+@given(
+    status=_task_status,
+    expiry=_ts,
+    appeal=st.one_of(st.none(), _ts),
+    evaluation=st.one_of(st.none(), _ts),
+    now=_ts,
+)
+def test_task_action_respects_contract_comparisons(
+    status: TaskStatus, expiry: int, appeal: int | None, evaluation: int | None, now: int
+) -> None:
+    """Any planned task action satisfies its contract comparison and is monotone in time."""
+    state = task(status, expiry_time=expiry, appeal_deadline=appeal, evaluation_deadline=evaluation)
+    decision = plan_task(state, now)
+    if isinstance(decision, Action):
+        if decision.action is ActionKind.REFUND_EXPIRED:
+            assert now > expiry
+            assert status not in (TaskStatus.APPEALING, TaskStatus.ACCEPTED, TaskStatus.CANCELLED)
+            assert status not in (TaskStatus.EXPIRED, TaskStatus.DISPUTED, TaskStatus.REVIEW)
+        elif decision.action is ActionKind.FINALIZE_VERDICT:
+            assert status is TaskStatus.APPEALING and appeal is not None and now >= appeal
+        else:
+            assert status is TaskStatus.REVIEW and evaluation is not None and now > evaluation
+        assert plan_task(state, decision.due_at - 1) is None
+        assert plan_task(state, now + 1000) == decision
