@@ -1,0 +1,365 @@
+"""The event catalog of both escrow protocols and a fast, total log decoder.
+
+Every event shape ever deployed is listed, including the legacy ERC-8183 (ACP)
+shapes and the older task-market shapes, and matched by topic0. topic0 is
+computed from the signature at import: abbreviations in documents are easy to
+mistype, a keccak of the signature is not.
+
+The decoder slices 32-byte ABI words directly instead of going through
+eth_abi: every event here has only static parameters, and the indexer decodes
+tens of thousands of logs a second. It is *total*: a log we cannot decode
+exactly (unknown topic0, wrong number of topics, wrong data length, dirty
+padding, out-of-range small ints) becomes an ``unknown`` event, kept raw and
+counted, never an exception — a hostile contract must not stop the indexer.
+
+Argument names are the Solidity parameter names (``jobId``, ``client``...), so
+they match what web3.py's ``process_log`` returns. Value conventions:
+uint -> int, address -> lowercase ``0x`` + 40 hex, bytes32 -> ``0x`` + 64 hex,
+bytes4 -> ``0x`` + 8 hex, bool -> bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from eth_utils.crypto import keccak
+
+from keeper.domain.model import ArgValue, Event, Log, Protocol
+
+__all__ = [
+    "EVENTS",
+    "SPECS",
+    "EventSpec",
+    "decode_log",
+    "decode_logs",
+    "spec_for",
+    "topic0_of",
+    "unknown_event",
+]
+
+CURRENT: Final = "current"
+LEGACY: Final = "legacy"
+OLDER: Final = "older"
+UNKNOWN: Final = "unknown"
+
+Input = tuple[str, str, bool]  # (name, solidity type, indexed)
+
+_ZERO12: Final = bytes(12)
+_ZERO28: Final = bytes(28)
+_ZERO31: Final = bytes(31)
+_HEX_ZERO24: Final = "0" * 24
+_HEX_ZERO56: Final = "0" * 56
+_SUPPORTED_TYPES: Final = frozenset(
+    {"uint256", "uint32", "uint16", "uint8", "address", "bytes32", "bytes4", "bool"}
+)
+
+
+def topic0_of(signature: str) -> str:
+    """keccak256 of the canonical signature, lowercase ``0x`` hex."""
+    return "0x" + keccak(text=signature).hex()
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """One event shape: what it is called, how it is laid out, whose state it moves."""
+
+    name: str
+    signature: str
+    variant: str
+    protocol: Protocol
+    inputs: tuple[Input, ...]
+    subject_arg: str
+    topic0: str = field(init=False)
+    n_topics: int = field(init=False)
+    data_len: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        types = ",".join(t for _, t, _ in self.inputs)
+        if self.signature != f"{self.name}({types})":
+            raise ValueError(f"signature {self.signature!r} disagrees with inputs")
+        if any(t not in _SUPPORTED_TYPES for _, t, _ in self.inputs):
+            raise ValueError(f"{self.signature}: only static types are supported")
+        object.__setattr__(self, "topic0", topic0_of(self.signature))
+        object.__setattr__(self, "n_topics", 1 + sum(1 for *_, ix in self.inputs if ix))
+        object.__setattr__(self, "data_len", 32 * sum(1 for *_, ix in self.inputs if not ix))
+
+
+def _spec(
+    protocol: Protocol, name: str, params: str, variant: str = CURRENT, subject: str = ""
+) -> EventSpec:
+    """Build a spec from a compact ``"type name [indexed], ..."`` parameter list."""
+    inputs: list[Input] = []
+    for part in params.split(","):
+        words = part.split()
+        indexed = len(words) == 3 and words[1] == "indexed"
+        inputs.append((words[-1], words[0], indexed))
+    signature = f"{name}({','.join(t for _, t, _ in inputs)})"
+    subject_arg = subject or inputs[0][0]
+    return EventSpec(name, signature, variant, protocol, tuple(inputs), subject_arg)
+
+
+_E = Protocol.ERC8183
+_T = Protocol.TASKMARKET
+
+SPECS: Final[tuple[EventSpec, ...]] = (
+    # ERC-8183 current reference (erc-8183/base-contracts)
+    _spec(_E, "JobCreated", "uint256 indexed jobId, address indexed client, "
+          "address indexed provider, address evaluator, uint256 expiredAt, address hook"),
+    _spec(_E, "ProviderSet", "uint256 indexed jobId, address indexed provider, uint256 agentId"),
+    _spec(_E, "BudgetSet", "uint256 indexed jobId, address indexed token, uint256 amount"),
+    _spec(_E, "JobFunded", "uint256 indexed jobId, address indexed client, uint256 amount"),
+    _spec(_E, "JobSubmitted",
+          "uint256 indexed jobId, address indexed provider, bytes32 deliverable"),
+    _spec(_E, "JobCompleted", "uint256 indexed jobId, address indexed evaluator, bytes32 reason"),
+    _spec(_E, "JobRejected", "uint256 indexed jobId, address indexed rejector, bytes32 reason"),
+    _spec(_E, "JobExpired", "uint256 indexed jobId"),
+    _spec(_E, "PaymentReleased",
+          "uint256 indexed jobId, address indexed provider, uint256 amount"),
+    _spec(_E, "PlatformFeePaid",
+          "uint256 indexed jobId, address indexed treasury, uint256 amount"),
+    _spec(_E, "EvaluatorFeePaid",
+          "uint256 indexed jobId, address indexed evaluator, uint256 amount"),
+    _spec(_E, "Refunded", "uint256 indexed jobId, address indexed client, uint256 amount"),
+    # ERC-8183 legacy reference (ACP)
+    _spec(_E, "JobCreated", "uint256 indexed jobId, address indexed client, "
+          "address indexed provider, address evaluator, uint256 expiredAt", LEGACY),
+    _spec(_E, "ProviderSet", "uint256 indexed jobId, address indexed provider", LEGACY),
+    _spec(_E, "BudgetSet", "uint256 indexed jobId, uint256 amount", LEGACY),
+    # Task market (ERC-8194 / ERC-8195) current reference
+    _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
+          "uint256 reward, bytes4 indexed mode, uint256 expiryTime"),
+    _spec(_T, "TaskClaimed", "bytes32 indexed taskId, address indexed worker, uint256 stakeAmount"),
+    _spec(_T, "TaskWorkerSelected", "bytes32 indexed taskId, address indexed worker"),
+    _spec(_T, "TaskSubmitted",
+          "bytes32 indexed taskId, address indexed worker, bytes32 deliverable"),
+    _spec(_T, "EvaluatorAssigned",
+          "bytes32 indexed taskId, address indexed evaluator, uint256 stakeAmount"),
+    _spec(_T, "TaskEvaluated", "bytes32 indexed taskId, address indexed evaluator, "
+          "uint8 verdictType, uint16 score"),
+    _spec(_T, "TaskAppealed", "bytes32 indexed taskId, address indexed appellant"),
+    _spec(_T, "TaskDisputed", "bytes32 indexed taskId, address indexed disputeResolver"),
+    _spec(_T, "EvaluatorTimedOut", "bytes32 indexed taskId, address indexed evaluator, "
+          "uint256 forfeitedStake"),
+    _spec(_T, "TaskCompleted", "bytes32 indexed taskId, address indexed requester, "
+          "address indexed worker, uint256 workerPayment, uint256 platformFee"),
+    _spec(_T, "TaskExpired",
+          "bytes32 indexed taskId, address indexed requester, uint256 refundAmount"),
+    _spec(_T, "TaskCancelled",
+          "bytes32 indexed taskId, address indexed requester, uint256 refundAmount"),
+    _spec(_T, "TaskReopened", "bytes32 indexed taskId"),
+    # Task market older shapes
+    _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
+          "uint256 reward, uint256 expiryTime, bytes4 mode", OLDER),
+    _spec(_T, "TaskAccepted", "bytes32 indexed taskId, address indexed requester, "
+          "address indexed worker, uint256 workerPayment, uint256 platformFee", OLDER),
+)  # fmt: skip
+
+EVENTS: Final[Mapping[str, EventSpec]] = {s.topic0: s for s in SPECS}
+if len(EVENTS) != len(SPECS):  # pragma: no cover - a catalog typo, caught at import
+    raise RuntimeError("two event specs share a topic0")
+
+
+def spec_for(name: str, variant: str = CURRENT) -> EventSpec:
+    """Look a spec up by name and variant (tests and encoders use this)."""
+    for s in SPECS:
+        if s.name == name and s.variant == variant:
+            return s
+    raise KeyError(f"{name}/{variant}")
+
+
+# --- word decoders -------------------------------------------------------------
+# Each returns the value, or None when the word is not a valid encoding of the
+# type (dirty padding, out of range). Two flavours: topics arrive as hex
+# strings, data words as bytes.
+
+
+def _topic_uint(t: str) -> ArgValue | None:
+    return int(t, 16)
+
+
+def _topic_address(t: str) -> ArgValue | None:
+    return "0x" + t[26:] if t[2:26] == _HEX_ZERO24 else None
+
+
+def _topic_bytes32(t: str) -> ArgValue | None:
+    return t
+
+
+def _topic_bytes4(t: str) -> ArgValue | None:
+    return t[:10] if t[10:] == _HEX_ZERO56 else None
+
+
+def _topic_small(bits: int) -> Callable[[str], ArgValue | None]:
+    limit = 1 << bits
+
+    def dec(t: str) -> ArgValue | None:
+        v = int(t, 16)
+        return v if v < limit else None
+
+    return dec
+
+
+def _topic_bool(t: str) -> ArgValue | None:
+    v = int(t, 16)
+    return bool(v) if v < 2 else None
+
+
+def _word_uint(w: bytes) -> ArgValue | None:
+    return int.from_bytes(w, "big")
+
+
+def _word_address(w: bytes) -> ArgValue | None:
+    return "0x" + w[12:].hex() if w[:12] == _ZERO12 else None
+
+
+def _word_bytes32(w: bytes) -> ArgValue | None:
+    return "0x" + w.hex()
+
+
+def _word_bytes4(w: bytes) -> ArgValue | None:
+    return "0x" + w[:4].hex() if w[4:] == _ZERO28 else None
+
+
+def _word_small(bits: int) -> Callable[[bytes], ArgValue | None]:
+    limit = 1 << bits
+
+    def dec(w: bytes) -> ArgValue | None:
+        v = int.from_bytes(w, "big")
+        return v if v < limit else None
+
+    return dec
+
+
+def _word_bool(w: bytes) -> ArgValue | None:
+    return bool(w[31]) if w[:31] == _ZERO31 and w[31] < 2 else None
+
+
+_TOPIC_DECODERS: Final[dict[str, Callable[[str], ArgValue | None]]] = {
+    "uint256": _topic_uint,
+    "uint32": _topic_small(32),
+    "uint16": _topic_small(16),
+    "uint8": _topic_small(8),
+    "address": _topic_address,
+    "bytes32": _topic_bytes32,
+    "bytes4": _topic_bytes4,
+    "bool": _topic_bool,
+}
+_WORD_DECODERS: Final[dict[str, Callable[[bytes], ArgValue | None]]] = {
+    "uint256": _word_uint,
+    "uint32": _word_small(32),
+    "uint16": _word_small(16),
+    "uint8": _word_small(8),
+    "address": _word_address,
+    "bytes32": _word_bytes32,
+    "bytes4": _word_bytes4,
+    "bool": _word_bool,
+}
+
+# Per spec, the precompiled plan: (name, decoder, topic index or data offset, from_topic).
+_Plan = tuple[tuple[str, Callable[..., ArgValue | None], int, bool], ...]
+
+
+def _plan(spec: EventSpec) -> _Plan:
+    steps: list[tuple[str, Callable[..., ArgValue | None], int, bool]] = []
+    topic_ix, offset = 1, 0
+    for name, typ, indexed in spec.inputs:
+        if indexed:
+            steps.append((name, _TOPIC_DECODERS[typ], topic_ix, True))
+            topic_ix += 1
+        else:
+            steps.append((name, _WORD_DECODERS[typ], offset, False))
+            offset += 32
+    return tuple(steps)
+
+
+_PLANS: Final[dict[str, tuple[EventSpec, _Plan]]] = {s.topic0: (s, _plan(s)) for s in SPECS}
+_HEXDIGITS: Final = frozenset("0123456789abcdef")
+
+
+def _topics_ok(topics: tuple[str, ...]) -> bool:
+    """Every topic must be exactly ``0x`` + 64 lowercase hex digits."""
+    for t in topics:
+        if len(t) != 66 or t[:2] != "0x" or not _HEXDIGITS.issuperset(t[2:]):
+            return False
+    return True
+
+
+def unknown_event(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
+    """The raw, undecoded form of a log: kept and counted, never dropped."""
+    return Event(
+        contract=log.address,
+        protocol=protocol,
+        name=None,
+        variant=UNKNOWN,
+        subject=None,
+        args={},
+        log=log,
+        block_timestamp=block_timestamp,
+    )
+
+
+def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
+    """Decode one log of a contract of ``protocol``; total, pure and allocation-lean."""
+    topics = log.topics
+    if not topics:
+        return unknown_event(log, protocol, block_timestamp)
+    try:
+        found = _PLANS.get(topics[0].lower())
+    except AttributeError:  # a non-string topic from a careless caller
+        return unknown_event(log, protocol, block_timestamp)
+    if found is None:
+        return unknown_event(log, protocol, block_timestamp)
+    spec, plan = found
+    data = log.data
+    if (
+        spec.protocol is not protocol
+        or len(topics) != spec.n_topics
+        or not isinstance(data, bytes | bytearray)
+        or len(data) != spec.data_len
+    ):
+        return unknown_event(log, protocol, block_timestamp)
+    topics = tuple(t.lower() for t in topics)
+    if not _topics_ok(topics):
+        return unknown_event(log, protocol, block_timestamp)
+    args: dict[str, ArgValue] = {}
+    for name, dec, pos, from_topic in plan:
+        value = dec(topics[pos]) if from_topic else dec(data[pos : pos + 32])
+        if value is None:
+            return unknown_event(log, protocol, block_timestamp)
+        args[name] = value
+    # job ids are ints -> decimal strings; task ids are already 0x hex strings
+    subject = str(args[spec.subject_arg])
+    return Event(
+        contract=log.address,
+        protocol=protocol,
+        name=spec.name,
+        variant=spec.variant,
+        subject=subject,
+        args=args,
+        log=log,
+        block_timestamp=block_timestamp,
+    )
+
+
+def decode_logs(
+    logs: Iterable[Log],
+    protocol_by_address: Mapping[str, Protocol],
+    timestamps: Mapping[int, int],
+) -> list[Event]:
+    """Decode a batch in order; the hot path of historical sync.
+
+    ``protocol_by_address`` maps our contracts (lowercase) to their protocol;
+    a log from any other address is not ours and is skipped. ``timestamps``
+    maps block number -> block timestamp; a missing entry is a caller bug and
+    raises ``KeyError`` rather than inventing a chain time.
+    """
+    out: list[Event] = []
+    append = out.append
+    for log in logs:
+        protocol = protocol_by_address.get(log.address)
+        if protocol is None:
+            continue
+        append(decode_log(log, protocol, timestamps[log.block_number]))
+    return out

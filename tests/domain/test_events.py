@@ -1,0 +1,250 @@
+"""The event catalog and the fast decoder, checked against eth_abi and web3.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from eth_abi import encode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from web3 import Web3
+
+from keeper.domain.events import EVENTS, SPECS, EventSpec, decode_log, decode_logs, spec_for
+from keeper.domain.model import Log, Protocol
+
+CONTRACT = "0x" + "ab" * 20
+W3 = Web3()
+
+# topic0 abbreviations as printed in PROTOCOLS.md: (signature, prefix, suffix). The
+# document's suffix for legacy BudgetSet ("...68") is a typo: keccak gives "...8038",
+# the prefix matches, so the suffix column holds the computed value there.
+DOC_TOPICS = [
+    ("JobCreated(uint256,address,address,address,uint256,address)", "b0f0239b", "79b9"),
+    ("JobCreated(uint256,address,address,address,uint256)", "ef137df1", "2a0f"),
+    ("ProviderSet(uint256,address,uint256)", "49d0adc1", "e7"),
+    ("ProviderSet(uint256,address)", "9a87df07", "69"),
+    ("BudgetSet(uint256,address,uint256)", "74f37e24", "cc"),
+    ("BudgetSet(uint256,uint256)", "869e2577", "8038"),
+    ("JobFunded(uint256,address,uint256)", "e3fbcc1e", "b3"),
+    ("JobSubmitted(uint256,address,bytes32)", "80c17db7", "8e"),
+    ("JobCompleted(uint256,address,bytes32)", "0fd54bd3", "44"),
+    ("JobRejected(uint256,address,bytes32)", "ae7362b1", "75"),
+    ("JobExpired(uint256)", "97237956", "32"),
+    ("PaymentReleased(uint256,address,uint256)", "21d71db5", "b0"),
+    ("PlatformFeePaid(uint256,address,uint256)", "0e61cfd0", "62"),
+    ("EvaluatorFeePaid(uint256,address,uint256)", "253dd534", "61"),
+    ("Refunded(uint256,address,uint256)", "7ca5472b", "c4"),
+    ("TaskCreated(bytes32,address,uint256,bytes4,uint256)", "ee59b788", "b8"),
+    ("TaskCreated(bytes32,address,uint256,uint256,bytes4)", "bdfc881a", "90"),
+    ("TaskAccepted(bytes32,address,address,uint256,uint256)", "46c82fee", "97"),
+    ("TaskClaimed(bytes32,address,uint256)", "0c94d586", "be"),
+    ("TaskWorkerSelected(bytes32,address)", "8259e46a", "1e"),
+    ("TaskSubmitted(bytes32,address,bytes32)", "7d30d188", "4b"),
+    ("EvaluatorAssigned(bytes32,address,uint256)", "7d4a7c40", "9e"),
+    ("TaskEvaluated(bytes32,address,uint8,uint16)", "52607bc8", "97"),
+    ("TaskAppealed(bytes32,address)", "78e43e8c", "aa"),
+    ("TaskDisputed(bytes32,address)", "1d8cbd42", "61"),
+    ("EvaluatorTimedOut(bytes32,address,uint256)", "6995e4e2", "4a"),
+    ("TaskCompleted(bytes32,address,address,uint256,uint256)", "0c01e82f", "cb"),
+    ("TaskExpired(bytes32,address,uint256)", "e4ec5a16", "de"),
+    ("TaskCancelled(bytes32,address,uint256)", "9954d682", "bc"),
+    ("TaskReopened(bytes32)", "ae5c872b", "fa"),
+]
+
+
+def _strategy(typ: str) -> st.SearchStrategy[Any]:
+    if typ.startswith("uint"):
+        return st.integers(0, 2 ** int(typ[4:]) - 1)
+    if typ == "address":
+        return st.binary(min_size=20, max_size=20).map(lambda b: "0x" + b.hex())
+    if typ.startswith("bytes"):
+        n = int(typ[5:])
+        return st.binary(min_size=n, max_size=n)
+    return st.booleans()
+
+
+def _encode(spec: EventSpec, values: dict[str, Any]) -> tuple[tuple[str, ...], bytes]:
+    """Encode an event with eth_abi, independently of the decoder under test."""
+    topics = [spec.topic0]
+    plain_types, plain_values = [], []
+    for name, typ, indexed in spec.inputs:
+        if indexed:
+            topics.append("0x" + encode([typ], [values[name]]).hex())
+        else:
+            plain_types.append(typ)
+            plain_values.append(values[name])
+    return tuple(topics), encode(plain_types, plain_values)
+
+
+def _log(topics: tuple[str, ...], data: bytes, block: int = 7, index: int = 0) -> Log:
+    return Log(
+        address=CONTRACT,
+        topics=topics,
+        data=data,
+        block_number=block,
+        block_hash="0x" + f"{block:064x}",
+        tx_hash="0x" + "11" * 32,
+        tx_index=0,
+        log_index=index,
+    )
+
+
+def _web3_args(spec: EventSpec, log: Log) -> dict[str, Any]:
+    """Decode the same log with web3.py and normalise values to our conventions."""
+    abi = {
+        "type": "event",
+        "name": spec.name,
+        "anonymous": False,
+        "inputs": [{"name": n, "type": t, "indexed": ix} for n, t, ix in spec.inputs],
+    }
+    contract = W3.eth.contract(abi=[abi])
+    raw = {
+        "address": Web3.to_checksum_address(log.address),
+        "topics": [bytes.fromhex(t[2:]) for t in log.topics],
+        "data": log.data,
+        "blockNumber": log.block_number,
+        "blockHash": bytes.fromhex(log.block_hash[2:]),
+        "transactionHash": bytes.fromhex(log.tx_hash[2:]),
+        "transactionIndex": log.tx_index,
+        "logIndex": log.log_index,
+    }
+    decoded = contract.events[spec.name]().process_log(raw)
+    out: dict[str, Any] = {}
+    for key, value in decoded["args"].items():
+        if isinstance(value, bytes):
+            out[key] = "0x" + value.hex()
+        elif isinstance(value, str):
+            out[key] = value.lower()
+        else:
+            out[key] = value
+    return out
+
+
+class TestCatalog:
+    def test_every_documented_event_is_known_with_its_topic0(self) -> None:
+        """Each signature of PROTOCOLS.md hashes to the documented abbreviation and is in EVENTS."""
+        by_signature = {s.signature: s for s in SPECS}
+        for signature, prefix, suffix in DOC_TOPICS:
+            spec = by_signature[signature]
+            assert spec.topic0.startswith("0x" + prefix)
+            assert spec.topic0.endswith(suffix)
+            assert EVENTS[spec.topic0] is spec
+        assert len(SPECS) == len(DOC_TOPICS)
+
+    def test_variants_are_labelled(self) -> None:
+        """Legacy ERC-8183 and older task-market shapes carry their variant label."""
+        assert spec_for("JobCreated", "legacy").n_topics == 4
+        assert spec_for("BudgetSet", "legacy").data_len == 32
+        assert spec_for("ProviderSet", "legacy").data_len == 0
+        assert spec_for("TaskCreated", "older").n_topics == 3
+        assert spec_for("TaskAccepted", "older").protocol is Protocol.TASKMARKET
+        assert {s.variant for s in SPECS} == {"current", "legacy", "older"}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.variant}")
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_decoding_agrees_with_web3(spec: EventSpec, data: st.DataObject) -> None:
+    """For random argument values, our decoder returns exactly what web3.py's process_log does."""
+    values = {name: data.draw(_strategy(typ), label=name) for name, typ, _ in spec.inputs}
+    topics, payload = _encode(spec, values)
+    log = _log(topics, payload)
+    event = decode_log(log, spec.protocol, 1_700_000_000)
+    assert event.name == spec.name
+    assert event.variant == spec.variant
+    assert dict(event.args) == _web3_args(spec, log)
+    subject = event.args[spec.subject_arg]
+    assert event.subject == (str(subject) if spec.protocol is Protocol.ERC8183 else subject)
+    assert event.block_timestamp == 1_700_000_000
+
+
+class TestMalformed:
+    @settings(max_examples=300, deadline=None)
+    @given(
+        topics=st.lists(
+            st.one_of(
+                st.sampled_from([s.topic0 for s in SPECS]),
+                st.binary(min_size=32, max_size=32).map(lambda b: "0x" + b.hex()),
+                st.text(max_size=70),
+            ),
+            max_size=5,
+        ),
+        data=st.binary(max_size=200),
+        protocol=st.sampled_from(list(Protocol)),
+    )
+    def test_random_logs_never_raise(
+        self, topics: list[str], data: bytes, protocol: Protocol
+    ) -> None:
+        """Arbitrary topics and data decode to some event without raising."""
+        event = decode_log(_log(tuple(topics), data), protocol, 0)
+        assert (event.name is None) == (event.variant == "unknown")
+
+    @pytest.mark.parametrize("delta", [-32, -1, 1, 32])
+    def test_wrong_data_length_is_unknown(self, delta: int) -> None:
+        """A data section one byte or one word off the spec's length is not decoded."""
+        spec = spec_for("TaskCompleted")
+        values = {"taskId": b"\x01" * 32, "requester": "0x" + "02" * 20,
+                  "worker": "0x" + "03" * 20, "workerPayment": 5, "platformFee": 1}  # fmt: skip
+        topics, payload = _encode(spec, values)
+        assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).name == "TaskCompleted"
+        bad = payload[:delta] if delta < 0 else payload + b"\x00" * delta
+        event = decode_log(_log(topics, bad), Protocol.TASKMARKET, 0)
+        assert (event.name, event.variant, event.subject, dict(event.args)) == (
+            None, "unknown", None, {}
+        )  # fmt: skip
+
+    def test_wrong_topic_count_is_unknown(self) -> None:
+        """A log with an extra or a missing indexed topic is not decoded."""
+        spec = spec_for("JobFunded")
+        topics, payload = _encode(spec, {"jobId": 3, "client": "0x" + "aa" * 20, "amount": 9})
+        assert decode_log(_log(topics[:-1], payload), Protocol.ERC8183, 0).name is None
+        assert decode_log(_log((*topics, topics[-1]), payload), Protocol.ERC8183, 0).name is None
+
+    def test_wrong_protocol_is_unknown(self) -> None:
+        """A task-market event emitted by an ERC-8183 contract is not trusted."""
+        spec = spec_for("TaskReopened")
+        topics, payload = _encode(spec, {"taskId": b"\x09" * 32})
+        assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).name == "TaskReopened"
+        assert decode_log(_log(topics, payload), Protocol.ERC8183, 0).name is None
+
+    def test_dirty_padding_and_out_of_range_values_are_unknown(self) -> None:
+        """An address with high bits set, or a uint8 above 255, is not a valid encoding."""
+        spec = spec_for("TaskEvaluated")
+        topics, payload = _encode(spec, {"taskId": b"\x01" * 32,
+                                         "evaluator": "0x" + "04" * 20,
+                                         "verdictType": 2, "score": 90})  # fmt: skip
+        assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).args["verdictType"] == 2
+        big_verdict = encode(["uint256", "uint16"], [256, 90])
+        assert decode_log(_log(topics, big_verdict), Protocol.TASKMARKET, 0).name is None
+        dirty = (*topics[:2], "0x01" + topics[2][4:])
+        assert decode_log(_log(dirty, payload), Protocol.TASKMARKET, 0).name is None
+
+    def test_uppercase_topics_are_normalised(self) -> None:
+        """Checksum-cased hex in topics decodes to lowercase values."""
+        spec = spec_for("JobExpired")
+        topics, payload = _encode(spec, {"jobId": 0xABC})
+        upper = tuple("0x" + t[2:].upper() for t in topics)
+        event = decode_log(_log(upper, payload), Protocol.ERC8183, 0)
+        assert (event.name, event.subject) == ("JobExpired", str(0xABC))
+
+
+class TestDecodeLogs:
+    def test_batch_keeps_order_skips_foreign_and_uses_block_time(self) -> None:
+        """Logs of unconfigured addresses are skipped; each event gets its block's timestamp."""
+        spec = spec_for("JobExpired")
+        logs = []
+        for i in range(4):
+            topics, payload = _encode(spec, {"jobId": i})
+            log = _log(topics, payload, block=10 + i // 2, index=i)
+            if i == 2:
+                log = replace(log, address="0x" + "cd" * 20)
+            logs.append(log)
+        unknown = _log((("0x" + "ee" * 32),), b"", block=11, index=9)
+        events = decode_logs([*logs, unknown], {CONTRACT: Protocol.ERC8183}, {10: 100, 11: 110})
+        assert [(e.subject, e.block_timestamp) for e in events] == [
+            ("0", 100), ("1", 100), ("3", 110), (None, 110)
+        ]  # fmt: skip
+        with pytest.raises(KeyError):
+            decode_logs(logs, {CONTRACT: Protocol.ERC8183}, {10: 100})
