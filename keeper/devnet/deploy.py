@@ -1,0 +1,215 @@
+"""Deploy the devnet contracts and send signed transactions from anvil's dev keys.
+
+Every deployment transaction is signed locally, so this works against any node whose
+dev accounts are funded (an anvil we started, or one the operator points us at).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, cast
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.contract.contract import ContractFunction
+from web3.types import Nonce, TxParams, TxReceipt, Wei
+
+from keeper.devnet.anvil import DEV_KEYS
+from keeper.devnet.contracts import load_artifact
+
+__all__ = [
+    "EVALUATOR_FEE_BPS",
+    "PLATFORM_FEE_BPS",
+    "TASK_PLATFORM_FEE_BPS",
+    "TREASURY_KEY",
+    "Deployment",
+    "TxFailed",
+    "connect",
+    "deploy_all",
+    "deploy_contract",
+    "send_call",
+    "send_tx",
+]
+
+DEPLOYER_KEY = DEV_KEYS[0]
+# the last dev account only ever receives fees, so balance assertions on it stay simple
+TREASURY_KEY = DEV_KEYS[-1]
+PLATFORM_FEE_BPS = 100  # 1% of a job budget to the treasury
+EVALUATOR_FEE_BPS = 50  # 0.5% of a job budget to the evaluator
+TASK_PLATFORM_FEE_BPS = 100  # 1% of each task award to the treasury
+PRIORITY_FEE_WEI = 10**9
+RECEIPT_TIMEOUT_S = 30.0
+
+
+class TxFailed(Exception):
+    """A transaction was mined but reverted."""
+
+    def __init__(self, receipt: TxReceipt) -> None:
+        super().__init__(f"transaction {receipt['transactionHash'].to_0x_hex()} reverted")
+        self.receipt = receipt
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Lowercase addresses of one devnet deployment and the block it started at."""
+
+    chain_id: int
+    usdc: str
+    commerce: str
+    legacy_commerce: str
+    taskmarket: str
+    taskmarket_strict: str
+    multicall: str
+    emitter: str
+    treasury: str
+    start_block: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def connect(rpc_url: str) -> Web3:
+    return Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
+
+
+def _account(key: str) -> LocalAccount:
+    return cast(LocalAccount, Account.from_key(key))
+
+
+def _base_params(w3: Web3, account: LocalAccount, nonce: int | None) -> TxParams:
+    base_fee = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
+    if nonce is None:
+        nonce = w3.eth.get_transaction_count(account.address, "pending")
+    return {
+        "from": account.address,
+        "chainId": w3.eth.chain_id,
+        "nonce": Nonce(nonce),
+        "maxPriorityFeePerGas": Wei(PRIORITY_FEE_WEI),
+        "maxFeePerGas": Wei(2 * base_fee + PRIORITY_FEE_WEI),
+    }
+
+
+def _sign_and_wait(w3: Web3, account: LocalAccount, params: TxParams, check: bool) -> TxReceipt:
+    signed = account.sign_transaction(cast(dict[str, Any], params))
+    tx_hash = w3.eth.send_raw_transaction(signed.raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(
+        tx_hash, timeout=RECEIPT_TIMEOUT_S, poll_latency=0.02
+    )
+    if check and receipt["status"] != 1:
+        raise TxFailed(receipt)
+    return receipt
+
+
+def _with_gas(estimate: int) -> int:
+    return estimate * 6 // 5  # 20% headroom: estimates are exact on anvil, not on every node
+
+
+def send_tx(
+    w3: Web3,
+    key: str,
+    tx: TxParams,
+    *,
+    gas: int | None = None,
+    nonce: int | None = None,
+    check: bool = True,
+) -> TxReceipt:
+    """Sign ``tx`` with ``key``, send it and wait for its receipt.
+
+    ``gas`` skips estimation, which is how a test gets a reverting call mined at all;
+    ``check`` raises ``TxFailed`` on a reverted receipt.
+    """
+    account = _account(key)
+    params = cast(TxParams, {**_base_params(w3, account, nonce), **tx})
+    if gas is not None:
+        params["gas"] = gas
+    elif "gas" not in params:
+        params["gas"] = _with_gas(w3.eth.estimate_gas(params))
+    return _sign_and_wait(w3, account, params, check)
+
+
+def send_call(
+    w3: Web3,
+    key: str,
+    fn: ContractFunction,
+    *,
+    gas: int | None = None,
+    nonce: int | None = None,
+    check: bool = True,
+) -> TxReceipt:
+    """Send a contract function call as a signed transaction (see ``send_tx``).
+
+    Without ``gas``, estimation runs first, so a call that would revert raises web3's
+    ``ContractLogicError`` (or ``ContractCustomError``) before anything is sent.
+    """
+    account = _account(key)
+    params = _base_params(w3, account, nonce)
+    params["gas"] = (
+        gas if gas is not None else _with_gas(fn.estimate_gas({"from": account.address}))
+    )
+    return _sign_and_wait(w3, account, fn.build_transaction(params), check)
+
+
+def deploy_contract(w3: Web3, key: str, name: str, *args: Any) -> str:
+    """Deploy artifact ``name`` with constructor ``args``; return its lowercase address."""
+    abi, bytecode = load_artifact(name)
+    account = _account(key)
+    constructor = w3.eth.contract(abi=abi, bytecode=bytecode).constructor(*args)
+    params = _base_params(w3, account, None)
+    params["gas"] = _with_gas(constructor.estimate_gas({"from": account.address}))
+    receipt = _sign_and_wait(w3, account, constructor.build_transaction(params), True)
+    address = receipt["contractAddress"]
+    if address is None:
+        raise TxFailed(receipt)
+    return str(address).lower()
+
+
+def deploy_all(rpc_url: str, *, requester_only_timeout: bool = False) -> Deployment:
+    """Deploy every devnet contract from DEV_KEYS[0].
+
+    ``taskmarket`` gets ``requester_only_timeout`` (anyone may call evaluatorTimeout unless
+    set); ``taskmarket_strict`` is always requester-only, so both behaviours exist on chain.
+    """
+    w3 = connect(rpc_url)
+    treasury = _account(TREASURY_KEY).address
+    start_block = int(w3.eth.block_number) + 1
+    usdc = deploy_contract(w3, DEPLOYER_KEY, "MockUSDC")
+    usdc_cs = Web3.to_checksum_address(usdc)
+    commerce = deploy_contract(
+        w3, DEPLOYER_KEY, "AgenticCommerce", treasury, PLATFORM_FEE_BPS, EVALUATOR_FEE_BPS
+    )
+    legacy = deploy_contract(
+        w3,
+        DEPLOYER_KEY,
+        "LegacyAgenticCommerce",
+        usdc_cs,
+        treasury,
+        PLATFORM_FEE_BPS,
+        EVALUATOR_FEE_BPS,
+    )
+    taskmarket = deploy_contract(
+        w3,
+        DEPLOYER_KEY,
+        "TaskMarket",
+        usdc_cs,
+        treasury,
+        TASK_PLATFORM_FEE_BPS,
+        requester_only_timeout,
+    )
+    strict = deploy_contract(
+        w3, DEPLOYER_KEY, "TaskMarket", usdc_cs, treasury, TASK_PLATFORM_FEE_BPS, True
+    )
+    multicall = deploy_contract(w3, DEPLOYER_KEY, "Multicall3")
+    emitter = deploy_contract(w3, DEPLOYER_KEY, "EventEmitter")
+    return Deployment(
+        chain_id=int(w3.eth.chain_id),
+        usdc=usdc,
+        commerce=commerce,
+        legacy_commerce=legacy,
+        taskmarket=taskmarket,
+        taskmarket_strict=strict,
+        multicall=multicall,
+        emitter=emitter,
+        treasury=treasury.lower(),
+        start_block=start_block,
+    )
