@@ -7,8 +7,8 @@ out). That is what lets the store rebuild any subject, or all of them, after
 a reorg or an upgrade and get byte-identical tables.
 
 A read is used only when it was taken at the block of one of the subject's
-own events (or, for per-subject reads, at an earlier block of the same
-subject). A read can therefore only change a projection together with an
+own events (the description, which never changes, may come from any earlier
+read of the same job). A read can therefore only change a projection together with an
 event of that subject, and incremental and full rebuilds agree.
 
 Events are trusted over expectations: a status follows the last event, even
@@ -249,7 +249,8 @@ def _raise_expiry(st: TaskState, deadline: int) -> None:
 
 
 def _apply_config(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
-    cfg = ctx.reads.at(GET_TASK_EVALUATOR_CONFIG, e)
+    # exact: an older config would resurrect an evaluator removed since (timeout)
+    cfg = ctx.reads.at(GET_TASK_EVALUATOR_CONFIG, e, exact=True)
     if cfg is None:
         return
     ctx.config_known = True

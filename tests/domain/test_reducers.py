@@ -1,0 +1,370 @@
+"""Job and task projections folded from real encoded logs and pinned reads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from eth_abi import encode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from keeper.domain.events import decode_log, spec_for
+from keeper.domain.model import (
+    ArgValue,
+    ChainRead,
+    Event,
+    JobStatus,
+    Log,
+    TaskStatus,
+    VerdictType,
+)
+from keeper.domain.reducers import reduce_job, reduce_task
+
+JOBS = "0x" + "a1" * 20
+TASKS = "0x" + "b2" * 20
+CLIENT, PROVIDER, EVALUATOR = ("0x" + c * 20 for c in ("c1", "c2", "c3"))
+TOKEN, RESOLVER = "0x" + "70" * 20, "0x" + "d4" * 20
+TASK = "0x" + "5a" * 32
+DELIVERABLE, REASON = "0x" + "de" * 32, "0x" + "ee" * 32
+
+
+def _arg(typ: str, value: Any) -> Any:
+    if typ in ("bytes32", "bytes4") and isinstance(value, str):
+        return bytes.fromhex(value[2:])
+    return value
+
+
+class Chain:
+    """Emits encoded logs in chain order, one block per call unless told otherwise."""
+
+    def __init__(self) -> None:
+        self.block = 100
+        self.time = 1_000_000
+        self.index = 0
+
+    def next_block(self, seconds: int = 12) -> None:
+        self.block += 1
+        self.time += seconds
+        self.index = 0
+
+    def hash(self, block: int | None = None) -> str:
+        return "0x" + f"{block or self.block:064x}"
+
+    def ev(self, contract: str, name: str, variant: str = "current", **values: Any) -> Event:
+        spec = spec_for(name, variant)
+        topics = [spec.topic0]
+        types, plain = [], []
+        for arg, typ, indexed in spec.inputs:
+            v = _arg(typ, values[arg])
+            if indexed:
+                topics.append("0x" + encode([typ], [v]).hex())
+            else:
+                types.append(typ)
+                plain.append(v)
+        log = Log(contract, tuple(topics), encode(types, plain), self.block, self.hash(),
+                  "0x" + f"{self.block:060x}{self.index:04x}", 0, self.index)  # fmt: skip
+        self.index += 1
+        event = decode_log(log, spec.protocol, self.time)
+        assert event.name == name
+        return event
+
+    def read(self, contract: str, subject: str, kind: str, **result: ArgValue) -> ChainRead:
+        return ChainRead(contract, subject, kind, self.block, self.hash(), result)
+
+
+def _job_created(c: Chain, job: int, variant: str = "current", **kw: Any) -> Event:
+    values = {"jobId": job, "client": CLIENT, "provider": PROVIDER, "evaluator": EVALUATOR,
+              "expiredAt": c.time + 3600, "hook": "0x" + "00" * 20} | kw  # fmt: skip
+    if variant == "legacy":
+        values.pop("hook")
+    return c.ev(JOBS, "JobCreated", variant, **values)
+
+
+def _job_step(c: Chain, step: str) -> Event:
+    if step == "fund":
+        return c.ev(JOBS, "JobFunded", jobId=5, client=CLIENT, amount=7)
+    if step == "submit":
+        return c.ev(JOBS, "JobSubmitted", jobId=5, provider=PROVIDER, deliverable=DELIVERABLE)
+    if step == "reject":
+        return c.ev(JOBS, "JobRejected", jobId=5, rejector=EVALUATOR, reason=REASON)
+    if step == "expire":
+        return c.ev(JOBS, "JobExpired", jobId=5)
+    return c.ev(JOBS, "Refunded", jobId=5, client=CLIENT, amount=7)
+
+
+class TestJobs:
+    def test_happy_path_to_completed(self) -> None:
+        """A funded, submitted, completed job carries every field its events set."""
+        c = Chain()
+        evs = [_job_created(c, 1)]
+        reads = [c.read(JOBS, "1", "getJob", description='{"brief":"x"}')]
+        c.next_block()
+        evs.append(c.ev(JOBS, "BudgetSet", jobId=1, token=TOKEN, amount=10**24))
+        evs.append(c.ev(JOBS, "JobFunded", jobId=1, client=CLIENT, amount=10**24))
+        c.next_block(30)
+        submit_time = c.time
+        evs.append(c.ev(JOBS, "JobSubmitted", jobId=1, provider=PROVIDER, deliverable=DELIVERABLE))
+        c.next_block()
+        evs.append(c.ev(JOBS, "JobCompleted", jobId=1, evaluator=EVALUATOR, reason=REASON))
+        evs.append(c.ev(JOBS, "PaymentReleased", jobId=1, provider=PROVIDER, amount=9 * 10**23))
+        st_ = reduce_job(JOBS, "1", evs, reads)
+        assert st_.status is JobStatus.COMPLETED
+        assert (st_.client, st_.provider, st_.evaluator, st_.token) == (
+            CLIENT, PROVIDER, EVALUATOR, TOKEN
+        )  # fmt: skip
+        assert (st_.budget, st_.funded_amount, st_.paid_amount) == (10**24, 10**24, 9 * 10**23)
+        assert st_.submitted_at == submit_time
+        assert (st_.deliverable, st_.reason, st_.verdict_event) == (
+            DELIVERABLE, REASON, "JobCompleted"
+        )  # fmt: skip
+        assert st_.description == '{"brief":"x"}'
+        assert (st_.created_block, st_.updated_block, st_.legacy) == (100, 103, False)
+
+    def test_status_table(self) -> None:
+        """Each terminal or intermediate event sequence yields its documented status."""
+        cases: list[tuple[list[str], JobStatus]] = [
+            ([], JobStatus.OPEN),
+            (["fund"], JobStatus.FUNDED),
+            (["fund", "submit"], JobStatus.SUBMITTED),
+            (["fund", "expire", "refund"], JobStatus.EXPIRED),
+            (["fund", "submit", "reject", "refund"], JobStatus.REJECTED),
+            (["expire"], JobStatus.EXPIRED),
+            (["submit"], JobStatus.SUBMITTED),
+        ]
+        for steps, expected in cases:
+            c = Chain()
+            evs = [_job_created(c, 5)]
+            for step in steps:
+                c.next_block()
+                evs.append(_job_step(c, step))
+            result = reduce_job(JOBS, "5", evs, [])
+            assert result.status is expected, steps
+            assert result.refunded_amount == (7 if "refund" in steps else 0)
+
+    def test_client_rejecting_open_job_is_not_a_verdict(self) -> None:
+        """The client's rejection of an Open job records the reason but no verdict event."""
+        c = Chain()
+        evs = [_job_created(c, 2)]
+        c.next_block()
+        evs.append(c.ev(JOBS, "JobRejected", jobId=2, rejector=CLIENT, reason=REASON))
+        st_ = reduce_job(JOBS, "2", evs, [])
+        assert (st_.status, st_.reason, st_.verdict_event) == (JobStatus.REJECTED, REASON, None)
+
+    def test_evaluator_rejecting_funded_job_is_a_verdict(self) -> None:
+        """The evaluator's rejection of a Funded job is a verdict to verify."""
+        c = Chain()
+        evs = [_job_created(c, 2)]
+        c.next_block()
+        evs.append(c.ev(JOBS, "JobFunded", jobId=2, client=CLIENT, amount=1))
+        evs.append(c.ev(JOBS, "JobRejected", jobId=2, rejector=EVALUATOR, reason=REASON))
+        assert reduce_job(JOBS, "2", evs, []).verdict_event == "JobRejected"
+
+    def test_legacy_job_takes_token_from_read_at_budget_block(self) -> None:
+        """A legacy BudgetSet has no token: the paymentToken read at its block supplies it."""
+        c = Chain()
+        evs = [_job_created(c, 3, "legacy")]
+        c.next_block()
+        evs.append(c.ev(JOBS, "ProviderSet", "legacy", jobId=3, provider=EVALUATOR))
+        evs.append(c.ev(JOBS, "BudgetSet", "legacy", jobId=3, amount=500))
+        token_read = c.read(JOBS, "", "paymentToken", token=TOKEN)
+        elsewhere = replace(token_read, block_hash=c.hash(1), block_number=1)
+        with_read = reduce_job(JOBS, "3", evs, [token_read])
+        assert (with_read.legacy, with_read.hook, with_read.provider) == (True, "", EVALUATOR)
+        assert (with_read.token, with_read.budget) == (TOKEN, 500)
+        assert reduce_job(JOBS, "3", evs, [elsewhere]).token == ""
+
+    def test_unknown_subject_gives_empty_open_state(self) -> None:
+        """A subject without events reduces to the default state, not an error."""
+        st_ = reduce_job(JOBS, "99", [], [])
+        assert (st_.status, st_.created_block, st_.client) == (JobStatus.OPEN, 0, "")
+
+
+def _task_created(c: Chain, expiry: int, task: str = TASK) -> Event:
+    return c.ev(TASKS, "TaskCreated", taskId=task, requester=CLIENT, reward=10**6,
+                mode="0x636c6169", expiryTime=expiry)  # fmt: skip
+
+
+def _config(c: Chain, evaluation: int, appeal: int) -> ChainRead:
+    return c.read(TASKS, TASK, "getTaskEvaluatorConfig", evaluator=EVALUATOR,
+                  evaluatorStake="250", evaluatorFeeBps=500, evaluationWindow=evaluation,
+                  appealWindow=appeal, disputeResolver=RESOLVER)  # fmt: skip
+
+
+class TestTasks:
+    def _reviewed(self, c: Chain) -> tuple[list[Event], list[ChainRead], int]:
+        """Create, assign an evaluator, claim and submit; return events, reads, submit time."""
+        evs = [_task_created(c, c.time + 100)]
+        evs.append(c.ev(TASKS, "EvaluatorAssigned", taskId=TASK, evaluator=EVALUATOR,
+                        stakeAmount=250))  # fmt: skip
+        reads = [_config(c, 86_400, 300)]
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskClaimed", taskId=TASK, worker=PROVIDER, stakeAmount=0))
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER,
+                        deliverable=DELIVERABLE))  # fmt: skip
+        reads.append(_config(c, 86_400, 300))
+        return evs, reads, c.time
+
+    def test_submission_with_evaluator_enters_review_with_deadline(self) -> None:
+        """evaluation_deadline = submit block time + evaluationWindow; expiry is raised to it."""
+        c = Chain()
+        evs, reads, t_submit = self._reviewed(c)
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert st_.status is TaskStatus.REVIEW
+        assert st_.evaluation_deadline == t_submit + 86_400
+        assert st_.expiry_time == t_submit + 86_400
+        assert (st_.evaluator, st_.evaluator_stake, st_.evaluator_fee_bps) == (EVALUATOR, 250, 500)
+        assert (st_.dispute_resolver, st_.worker, st_.mode) == (RESOLVER, PROVIDER, "0x636c6169")
+
+    def test_missing_config_read_leaves_deadline_unknown(self) -> None:
+        """Without any config read the deadline is None rather than a guess."""
+        c = Chain()
+        evs, _, _ = self._reviewed(c)
+        st_ = reduce_task(TASKS, TASK, evs, [])
+        assert (st_.status, st_.evaluation_deadline) == (TaskStatus.REVIEW, None)
+
+    def test_submission_without_evaluator_awaits_approval(self) -> None:
+        """No evaluator: a submission goes to the requester (pending_approval)."""
+        c = Chain()
+        evs = [_task_created(c, 5_000_000)]
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskWorkerSelected", taskId=TASK, worker=PROVIDER))
+        assert reduce_task(TASKS, TASK, evs, []).status is TaskStatus.WORKER_SELECTED
+        evs.append(c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER,
+                        deliverable=DELIVERABLE))  # fmt: skip
+        st_ = reduce_task(TASKS, TASK, evs, [])
+        assert (st_.status, st_.evaluation_deadline, st_.expiry_time) == (
+            TaskStatus.PENDING_APPROVAL, None, 5_000_000
+        )  # fmt: skip
+
+    def test_evaluation_opens_appeal_window_then_payout(self) -> None:
+        """TaskEvaluated -> appealing with appeal deadline; TaskCompleted per award -> accepted."""
+        c = Chain()
+        evs, reads, _ = self._reviewed(c)
+        c.next_block(600)
+        t_eval = c.time
+        evs.append(c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR,
+                        verdictType=2, score=81))  # fmt: skip
+        reads.append(c.read(TASKS, TASK, "getTaskVerdict", issued=True, verdictType=2,
+                            score=81, confidence=90, evidenceHash=REASON))  # fmt: skip
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert st_.status is TaskStatus.APPEALING
+        assert (st_.verdict_type, st_.score, st_.evaluated_at) == (VerdictType.PARTIAL, 81, t_eval)
+        assert st_.appeal_deadline == t_eval + 300
+        assert (st_.evidence_hash, st_.extra["confidence"]) == (REASON, "90")
+        c.next_block(301)
+        for worker, pay in ((PROVIDER, 600_000), (CLIENT, 300_000)):
+            evs.append(c.ev(TASKS, "TaskCompleted", taskId=TASK, requester=CLIENT, worker=worker,
+                            workerPayment=pay, platformFee=1000))  # fmt: skip
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert (st_.status, st_.paid_amount, st_.worker) == (
+            TaskStatus.ACCEPTED, 900_000, PROVIDER
+        )  # fmt: skip
+        assert st_.extra["platform_fee"] == "2000"
+
+    def test_appeal_and_dispute(self) -> None:
+        """An appeal and the dispute event both put the task in disputed."""
+        c = Chain()
+        evs, reads, _ = self._reviewed(c)
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR,
+                        verdictType=1, score=10))  # fmt: skip
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskAppealed", taskId=TASK, appellant=PROVIDER))
+        assert reduce_task(TASKS, TASK, evs, reads).status is TaskStatus.DISPUTED
+        evs.append(c.ev(TASKS, "TaskDisputed", taskId=TASK, disputeResolver=RESOLVER))
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert (st_.status, st_.dispute_resolver) == (TaskStatus.DISPUTED, RESOLVER)
+
+    def test_evaluator_timeout_then_reopen_then_resubmit(self) -> None:
+        """After a timeout the evaluator is gone: a reopened task's resubmission awaits approval."""
+        c = Chain()
+        evs, reads, _ = self._reviewed(c)
+        c.next_block(90_000)
+        evs.append(c.ev(TASKS, "EvaluatorTimedOut", taskId=TASK, evaluator=EVALUATOR,
+                        forfeitedStake=250))  # fmt: skip
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert (st_.status, st_.evaluator) == (TaskStatus.PENDING_APPROVAL, None)
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskReopened", taskId=TASK))
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert (st_.status, st_.worker, st_.deliverable) == (TaskStatus.OPEN, None, None)
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=CLIENT,
+                        deliverable=DELIVERABLE))  # fmt: skip
+        assert reduce_task(TASKS, TASK, evs, reads).status is TaskStatus.PENDING_APPROVAL
+
+    def test_terminal_refunds_and_older_shapes(self) -> None:
+        """Expired/cancelled record refunds; older TaskCreated and TaskAccepted are understood."""
+        for name, status in (("TaskExpired", TaskStatus.EXPIRED),
+                             ("TaskCancelled", TaskStatus.CANCELLED)):  # fmt: skip
+            c = Chain()
+            evs = [_task_created(c, 10)]
+            c.next_block()
+            evs.append(c.ev(TASKS, name, taskId=TASK, requester=CLIENT, refundAmount=10**6))
+            st_ = reduce_task(TASKS, TASK, evs, [])
+            assert (st_.status, st_.refunded_amount) == (status, 10**6)
+        c = Chain()
+        evs = [c.ev(TASKS, "TaskCreated", "older", taskId=TASK, requester=CLIENT, reward=77,
+                    expiryTime=123, mode="0x62656e63")]  # fmt: skip
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskAccepted", "older", taskId=TASK, requester=CLIENT,
+                        worker=PROVIDER, workerPayment=70, platformFee=7))  # fmt: skip
+        st_ = reduce_task(TASKS, TASK, evs, [])
+        assert (st_.status, st_.reward, st_.expiry_time, st_.mode) == (
+            TaskStatus.ACCEPTED, 77, 123, "0x62656e63"
+        )  # fmt: skip
+        assert (st_.paid_amount, st_.worker) == (70, PROVIDER)
+
+
+def _random_history(data: st.DataObject) -> tuple[list[Event], list[ChainRead]]:
+    """Several tasks and jobs with random event sequences, interleaved in chain order."""
+    c = Chain()
+    events: list[Event] = []
+    reads: list[ChainRead] = []
+    tasks = ["0x" + f"{i:064x}" for i in range(1, 4)]
+    for _ in range(data.draw(st.integers(1, 25), label="steps")):
+        c.next_block(data.draw(st.integers(1, 5000)))
+        task = data.draw(st.sampled_from(tasks))
+        kinds = ["create", "assign", "submit", "evaluate", "appeal", "complete", "reopen", "job"]
+        kind = data.draw(st.sampled_from(kinds))
+        if kind == "create":
+            events.append(_task_created(c, c.time + 50, task))
+        elif kind == "assign":
+            events.append(c.ev(TASKS, "EvaluatorAssigned", taskId=task, evaluator=EVALUATOR,
+                               stakeAmount=1))  # fmt: skip
+            reads.append(replace(_config(c, 100, 50), subject=task))
+        elif kind == "submit":
+            events.append(c.ev(TASKS, "TaskSubmitted", taskId=task, worker=PROVIDER,
+                               deliverable=DELIVERABLE))  # fmt: skip
+            reads.append(replace(_config(c, 100, 50), subject=task))
+        elif kind == "evaluate":
+            events.append(c.ev(TASKS, "TaskEvaluated", taskId=task, evaluator=EVALUATOR,
+                               verdictType=0, score=1))  # fmt: skip
+        elif kind == "appeal":
+            events.append(c.ev(TASKS, "TaskAppealed", taskId=task, appellant=PROVIDER))
+        elif kind == "complete":
+            events.append(c.ev(TASKS, "TaskCompleted", taskId=task, requester=CLIENT,
+                               worker=PROVIDER, workerPayment=3, platformFee=0))  # fmt: skip
+        elif kind == "reopen":
+            events.append(c.ev(TASKS, "TaskReopened", taskId=task))
+        else:
+            events.append(c.ev(JOBS, "JobExpired", jobId=data.draw(st.integers(1, 3))))
+    return events, reads
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_projection_ignores_other_subjects_and_input_order(data: st.DataObject) -> None:
+    """reduce(all events) equals reduce(own events), whatever else is mixed in or its order."""
+    events, reads = _random_history(data)
+    shuffled = data.draw(st.permutations(events), label="shuffle")
+    for i in range(1, 4):
+        task = "0x" + f"{i:064x}"
+        own = [e for e in events if e.subject == task and e.contract == TASKS]
+        own_reads = [r for r in reads if r.subject == task]
+        expected = reduce_task(TASKS, task, own, own_reads)
+        assert reduce_task(TASKS, task, shuffled, reads) == expected
+        assert reduce_task(TASKS, task, events, list(reversed(reads))) == expected
+        assert expected.updated_block == max((e.log.block_number for e in own), default=0)
