@@ -1,0 +1,69 @@
+"""Failure codes, the status they add up to, and the exit code a command derives from it.
+
+A failure names a code and a JSON pointer into the verdict document so that a
+caller branches on data, never on prose; ``detail`` is for humans and is kept
+out of report digests (its wording may change between releases).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FailureCode(StrEnum):
+    UNAVAILABLE = "unavailable"
+    INVALID_DOCUMENT = "invalid_document"
+    VERDICT_HASH_MISMATCH = "verdict_hash_mismatch"
+    FIELD_MISMATCH = "field_mismatch"
+    EVALUATOR_DISAGREES = "evaluator_disagrees"
+    NOT_REPRODUCIBLE = "not_reproducible"
+
+
+class Status(StrEnum):
+    VERIFIED = "verified"
+    MISMATCH = "mismatch"
+    INVALID_DOCUMENT = "invalid_document"
+    UNAVAILABLE = "unavailable"
+    EVALUATOR_DISAGREES = "evaluator_disagrees"
+    NOT_REPRODUCIBLE = "not_reproducible"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    code: FailureCode
+    pointer: str
+    detail: str = ""
+
+
+# Worst first: a document we could not get or read says nothing about the rest,
+# a document that contradicts the chain outranks a disagreement about its merits.
+_PRECEDENCE: tuple[tuple[FailureCode, Status], ...] = (
+    (FailureCode.UNAVAILABLE, Status.UNAVAILABLE),
+    (FailureCode.INVALID_DOCUMENT, Status.INVALID_DOCUMENT),
+    (FailureCode.VERDICT_HASH_MISMATCH, Status.MISMATCH),
+    (FailureCode.FIELD_MISMATCH, Status.MISMATCH),
+    (FailureCode.EVALUATOR_DISAGREES, Status.EVALUATOR_DISAGREES),
+    (FailureCode.NOT_REPRODUCIBLE, Status.NOT_REPRODUCIBLE),
+)
+
+FAILED: frozenset[Status] = frozenset(
+    {Status.MISMATCH, Status.INVALID_DOCUMENT, Status.EVALUATOR_DISAGREES}
+)
+UNDETERMINED: frozenset[Status] = frozenset({Status.UNAVAILABLE, Status.NOT_REPRODUCIBLE})
+
+
+def derive_status(failures: list[Failure] | tuple[Failure, ...]) -> Status:
+    """The status a set of failures amounts to; no failure at all is ``verified``."""
+    codes = {f.code for f in failures}
+    for code, status in _PRECEDENCE:
+        if code in codes:
+            return status
+    return Status.VERIFIED
+
+
+def exit_code(status: Status) -> int:
+    """0 verified, 1 failed (mismatch, invalid, disagrees), 3 undetermined."""
+    if status is Status.VERIFIED:
+        return 0
+    return 1 if status in FAILED else 3
