@@ -1,0 +1,385 @@
+"""AgenticCommerce (ERC-8183, current reference shape): every transition, its reverts,
+and the exact deadline comparisons of the permissionless claimRefund."""
+
+from __future__ import annotations
+
+import eth_abi
+from escrow_harness import (
+    CLIENT,
+    EVALUATOR,
+    PROVIDER,
+    STRANGER,
+    USDC,
+    Chain,
+    address_of,
+    selector,
+)
+from web3 import Web3
+
+from keeper.devnet.deploy import EVALUATOR_FEE_BPS, PLATFORM_FEE_BPS
+
+OPEN, FUNDED, SUBMITTED, COMPLETED, REJECTED, EXPIRED = range(6)
+BUDGET = 250 * USDC
+GRACE = 3600
+NO_HOOK = "0x" + "00" * 20
+HOOK = Web3.to_checksum_address("0x" + "ab" * 20)
+EMPTY = b""
+# PROTOCOLS.md struct Job, field by field: decoding raw return data with it pins the order
+JOB_TUPLE = (
+    "(uint256,address,address,address,string,uint256,uint256,uint8,address,address,uint256,uint256)"
+)
+
+
+def encode_uint(value: int) -> str:
+    return value.to_bytes(32, "big").hex()
+
+
+def cs(key: str) -> str:
+    return address_of(key)
+
+
+def create(c: Chain, *, expires_in: int = 7200, provider: str | None = PROVIDER) -> tuple[int, int]:
+    """Create a job from CLIENT; return (job id, expiredAt)."""
+    expired_at = c.now() + expires_in
+    prov = cs(provider) if provider else NO_HOOK
+    receipt = c.send(
+        CLIENT,
+        c.commerce.functions.createJob(prov, cs(EVALUATOR), expired_at, '{"brief":"x"}', HOOK, 7),
+    )
+    (ev,) = c.events(receipt, c.commerce)
+    return int(ev.args["jobId"]), expired_at
+
+
+def funded(c: Chain, *, expires_in: int = 7200, budget: int = BUDGET) -> tuple[int, int]:
+    """A job with budget set and escrowed; return (job id, expiredAt)."""
+    job, expired_at = create(c, expires_in=expires_in)
+    c.fund_account(CLIENT, budget, c.commerce.address)
+    c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, budget, EMPTY))
+    c.send(CLIENT, c.commerce.functions.fund(job, budget, EMPTY))
+    return job, expired_at
+
+
+def status(c: Chain, job: int) -> int:
+    return int(c.commerce.functions.getJob(job).call()[7])
+
+
+class TestCreate:
+    def test_ids_are_sequential_from_one_and_event_carries_hook(self, c: Chain) -> None:
+        """Job ids count from 1 and JobCreated reports client, provider, evaluator, hook."""
+        first, expired_at = create(c)
+        second, _ = create(c)
+        assert (first, second) == (1, 2)
+        assert c.commerce.functions.jobCounter().call() == 2
+        receipt = c.send(
+            CLIENT,
+            c.commerce.functions.createJob(cs(PROVIDER), cs(EVALUATOR), c.now() + 99, "d", HOOK, 0),
+        )
+        (ev,) = c.events(receipt, c.commerce)
+        assert ev.signature == ("JobCreated(uint256,address,address,address,uint256,address)")
+        assert ev.args["jobId"] == 3
+        assert ev.args["client"] == cs(CLIENT).lower()
+        assert ev.args["provider"] == cs(PROVIDER).lower()
+        assert ev.args["evaluator"] == cs(EVALUATOR).lower()
+        assert ev.args["hook"] == HOOK.lower()
+        assert expired_at > 0
+
+    def test_get_job_returns_the_struct_in_protocol_field_order(self, c: Chain) -> None:
+        """getJob returns (id, client, provider, evaluator, description, budget, expiredAt,
+        status, hook, paymentToken, providerAgentId, submittedAt)."""
+        job, expired_at = create(c)
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, 5, EMPTY))
+        raw = c.w3.eth.call(
+            {"to": c.commerce.address, "data": selector("getJob(uint256)") + encode_uint(job)}
+        )
+        (got,) = eth_abi.decode([JOB_TUPLE], raw)
+        assert got == (
+            job,
+            cs(CLIENT).lower(),
+            cs(PROVIDER).lower(),
+            cs(EVALUATOR).lower(),
+            '{"brief":"x"}',
+            5,
+            expired_at,
+            OPEN,
+            HOOK.lower(),
+            c.usdc.address.lower(),
+            7,
+            0,
+        )
+
+    def test_rejects_zero_evaluator_and_past_expiry(self, c: Chain) -> None:
+        """createJob needs an evaluator and a deadline in the future."""
+        fn = c.commerce.functions.createJob
+        c.expect_revert(
+            CLIENT, fn(cs(PROVIDER), NO_HOOK, c.now() + 99, "d", NO_HOOK, 0), "ZeroAddress()"
+        )
+        now = c.now()
+        c.expect_revert(
+            CLIENT,
+            fn(cs(PROVIDER), cs(EVALUATOR), now + 1, "d", NO_HOOK, 0),
+            "InvalidExpiry()",
+            at=now + 1,
+        )
+
+    def test_unknown_job_reverts(self, c: Chain) -> None:
+        """Calls on id 0 or an id past jobCounter revert JobNotFound."""
+        c.expect_revert(STRANGER, c.commerce.functions.claimRefund(0), "JobNotFound()")
+        c.expect_revert(STRANGER, c.commerce.functions.claimRefund(1), "JobNotFound()")
+
+
+class TestSetup:
+    def test_set_provider_by_client_once(self, c: Chain) -> None:
+        """setProvider is client-only, emits ProviderSet with agentId, and only while unset."""
+        job, _ = create(c, provider=None)
+        fn = c.commerce.functions.setProvider(job, cs(PROVIDER), 42)
+        c.expect_revert(STRANGER, fn, "Unauthorized()")
+        receipt = c.send(CLIENT, fn)
+        (ev,) = c.events(receipt, c.commerce)
+        assert ev.signature == "ProviderSet(uint256,address,uint256)"
+        assert (ev.args["provider"], ev.args["agentId"]) == (cs(PROVIDER).lower(), 42)
+        c.expect_revert(CLIENT, fn, "ProviderAlreadySet()")
+
+    def test_set_budget_by_client_or_provider_with_token(self, c: Chain) -> None:
+        """Client and provider may set the budget (token in the event); others may not."""
+        job, _ = create(c)
+        c.expect_revert(
+            STRANGER,
+            c.commerce.functions.setBudget(job, c.usdc.address, 1, EMPTY),
+            "Unauthorized()",
+        )
+        c.expect_revert(CLIENT, c.commerce.functions.setBudget(job, NO_HOOK, 1, EMPTY), "NoToken()")
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, 1, EMPTY))
+        receipt = c.send(PROVIDER, c.commerce.functions.setBudget(job, c.usdc.address, 9, b"x"))
+        (ev,) = c.events(receipt, c.commerce)
+        assert ev.signature == "BudgetSet(uint256,address,uint256)"
+        assert (ev.args["token"], ev.args["amount"]) == (c.usdc.address.lower(), 9)
+        assert c.commerce.functions.getJob(job).call()[5] == 9
+
+
+class TestFund:
+    def test_fund_escrows_the_budget(self, c: Chain) -> None:
+        """Open -> Funded moves the budget from client to contract and emits JobFunded."""
+        job, _ = create(c)
+        c.fund_account(CLIENT, BUDGET, c.commerce.address)
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, BUDGET, EMPTY))
+        before = c.balance(c.commerce.address)
+        receipt = c.send(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY))
+        assert c.names(receipt, c.commerce) == ["JobFunded"]
+        assert c.events(receipt, c.commerce)[0].args["amount"] == BUDGET
+        assert c.balance(c.commerce.address) - before == BUDGET
+        assert status(c, job) == FUNDED
+
+    def test_fund_guards(self, c: Chain) -> None:
+        """fund needs the client, a provider, the expected budget and an open deadline."""
+        job, _ = create(c, provider=None)
+        c.fund_account(CLIENT, BUDGET, c.commerce.address)
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, BUDGET, EMPTY))
+        c.expect_revert(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY), "ProviderNotSet()")
+        c.send(CLIENT, c.commerce.functions.setProvider(job, cs(PROVIDER), 0))
+        c.expect_revert(PROVIDER, c.commerce.functions.fund(job, BUDGET, EMPTY), "Unauthorized()")
+        c.expect_revert(
+            CLIENT, c.commerce.functions.fund(job, BUDGET - 1, EMPTY), "BudgetMismatch()"
+        )
+        c.send(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY))
+        c.expect_revert(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY), "InvalidStatus()")
+
+    def test_fund_deadline_is_strictly_before_expiry(self, c: Chain) -> None:
+        """fund at expiredAt reverts; at expiredAt - 1 it succeeds."""
+        job, expired_at = create(c, expires_in=100)
+        other, other_expiry = create(c, expires_in=100)
+        c.fund_account(CLIENT, 2 * BUDGET, c.commerce.address)
+        for j in (job, other):
+            c.send(CLIENT, c.commerce.functions.setBudget(j, c.usdc.address, BUDGET, EMPTY))
+        c.send(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY), at=expired_at - 1)
+        assert status(c, job) == FUNDED
+        c.expect_revert(
+            CLIENT,
+            c.commerce.functions.fund(other, BUDGET, EMPTY),
+            "DeadlinePassed()",
+            at=other_expiry,
+        )
+
+
+class TestSubmit:
+    def test_submit_records_block_time(self, c: Chain) -> None:
+        """Funded -> Submitted by the provider; submittedAt is the block's timestamp."""
+        job, _ = funded(c)
+        c.expect_revert(
+            STRANGER, c.commerce.functions.submit(job, b"\x01" * 32, EMPTY), "Unauthorized()"
+        )
+        at = c.now() + 17
+        receipt = c.send(PROVIDER, c.commerce.functions.submit(job, b"\x01" * 32, EMPTY), at=at)
+        (ev,) = c.events(receipt, c.commerce)
+        assert ev.name == "JobSubmitted"
+        assert ev.args["deliverable"] == b"\x01" * 32
+        got = c.commerce.functions.getJob(job).call()
+        assert (got[7], got[11]) == (SUBMITTED, at)
+
+    def test_open_submit_only_with_zero_budget(self, c: Chain) -> None:
+        """An Open job may be submitted only while its budget is zero."""
+        free, _ = create(c)
+        c.send(PROVIDER, c.commerce.functions.submit(free, b"\x02" * 32, EMPTY))
+        assert status(c, free) == SUBMITTED
+        priced, _ = create(c)
+        c.send(CLIENT, c.commerce.functions.setBudget(priced, c.usdc.address, 1, EMPTY))
+        c.expect_revert(
+            PROVIDER, c.commerce.functions.submit(priced, b"\x02" * 32, EMPTY), "InvalidStatus()"
+        )
+
+    def test_submit_after_expiry_reverts(self, c: Chain) -> None:
+        """submit at expiredAt reverts DeadlinePassed."""
+        job, expired_at = funded(c, expires_in=100)
+        c.expect_revert(
+            PROVIDER,
+            c.commerce.functions.submit(job, b"\x02" * 32, EMPTY),
+            "DeadlinePassed()",
+            at=expired_at,
+        )
+
+
+class TestComplete:
+    def test_complete_pays_provider_minus_fees(self, c: Chain) -> None:
+        """complete splits the budget: platform fee to treasury, evaluator fee, rest to provider."""
+        job, _ = funded(c)
+        c.send(PROVIDER, c.commerce.functions.submit(job, b"\x03" * 32, EMPTY))
+        c.expect_revert(
+            CLIENT, c.commerce.functions.complete(job, b"\x04" * 32, EMPTY), "Unauthorized()"
+        )
+        treasury = c.d.treasury
+        before = {a: c.balance(a) for a in (cs(PROVIDER), cs(EVALUATOR), treasury)}
+        receipt = c.send(EVALUATOR, c.commerce.functions.complete(job, b"\x04" * 32, EMPTY))
+        platform = BUDGET * PLATFORM_FEE_BPS // 10_000
+        evaluator = BUDGET * EVALUATOR_FEE_BPS // 10_000
+        assert c.balance(cs(PROVIDER)) - before[cs(PROVIDER)] == BUDGET - platform - evaluator
+        assert c.balance(cs(EVALUATOR)) - before[cs(EVALUATOR)] == evaluator
+        assert c.balance(treasury) - before[treasury] == platform
+        evs = c.events(receipt, c.commerce)
+        assert [e.name for e in evs] == [
+            "JobCompleted",
+            "PaymentReleased",
+            "PlatformFeePaid",
+            "EvaluatorFeePaid",
+        ]
+        assert evs[0].args["reason"] == b"\x04" * 32
+        assert [e.args.get("amount") for e in evs[1:]] == [
+            BUDGET - platform - evaluator,
+            platform,
+            evaluator,
+        ]
+        assert status(c, job) == COMPLETED
+
+    def test_complete_needs_submitted(self, c: Chain) -> None:
+        """A Funded job cannot be completed."""
+        job, _ = funded(c)
+        c.expect_revert(
+            EVALUATOR, c.commerce.functions.complete(job, b"\x04" * 32, EMPTY), "InvalidStatus()"
+        )
+
+
+class TestReject:
+    def test_client_rejects_open_without_refund(self, c: Chain) -> None:
+        """Open -> Rejected by the client, no Refunded since nothing was escrowed."""
+        job, _ = create(c)
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, BUDGET, EMPTY))
+        c.expect_revert(
+            EVALUATOR, c.commerce.functions.reject(job, b"\x05" * 32, EMPTY), "Unauthorized()"
+        )
+        receipt = c.send(CLIENT, c.commerce.functions.reject(job, b"\x05" * 32, EMPTY))
+        assert c.names(receipt, c.commerce) == ["JobRejected"]
+        assert status(c, job) == REJECTED
+
+    def test_evaluator_rejects_funded_and_submitted_with_refund(self, c: Chain) -> None:
+        """Funded/Submitted -> Rejected by the evaluator refunds the client."""
+        a, _ = funded(c)
+        b, _ = funded(c)
+        c.send(PROVIDER, c.commerce.functions.submit(b, b"\x06" * 32, EMPTY))
+        c.expect_revert(
+            CLIENT, c.commerce.functions.reject(a, b"\x05" * 32, EMPTY), "Unauthorized()"
+        )
+        for job in (a, b):
+            before = c.balance(cs(CLIENT))
+            receipt = c.send(EVALUATOR, c.commerce.functions.reject(job, b"\x05" * 32, EMPTY))
+            evs = c.events(receipt, c.commerce)
+            assert [e.name for e in evs] == ["JobRejected", "Refunded"]
+            assert evs[0].args["rejector"] == cs(EVALUATOR).lower()
+            assert c.balance(cs(CLIENT)) - before == BUDGET
+            assert status(c, job) == REJECTED
+        c.expect_revert(
+            EVALUATOR, c.commerce.functions.reject(a, b"\x05" * 32, EMPTY), "InvalidStatus()"
+        )
+
+
+class TestClaimRefund:
+    def test_funded_boundary_at_expired_at(self, c: Chain) -> None:
+        """Funded: one second before expiredAt reverts NotExpired; at expiredAt anyone refunds."""
+        job, expired_at = funded(c, expires_in=500)
+        fn = c.commerce.functions.claimRefund(job)
+        c.expect_revert(STRANGER, fn, "NotExpired()", at=expired_at - 1)
+        before = c.balance(cs(CLIENT))
+        receipt = c.send(STRANGER, fn, at=expired_at)
+        evs = c.events(receipt, c.commerce)
+        assert [e.name for e in evs] == ["JobExpired", "Refunded"]
+        assert evs[1].args == {"jobId": job, "client": cs(CLIENT).lower(), "amount": BUDGET}
+        assert c.balance(cs(CLIENT)) - before == BUDGET
+        assert status(c, job) == EXPIRED
+        c.expect_revert(STRANGER, fn, "InvalidStatus()")
+
+    def test_submitted_late_waits_for_grace_period(self, c: Chain) -> None:
+        """Submitted near expiry: refundable at submittedAt + 1 hour, GracePeriodActive before."""
+        job, expired_at = funded(c, expires_in=500)
+        submitted_at = expired_at - 10
+        c.send(PROVIDER, c.commerce.functions.submit(job, b"\x07" * 32, EMPTY), at=submitted_at)
+        fn = c.commerce.functions.claimRefund(job)
+        c.expect_revert(STRANGER, fn, "NotExpired()", at=expired_at - 1)
+        c.expect_revert(STRANGER, fn, "GracePeriodActive()", at=expired_at)
+        c.expect_revert(STRANGER, fn, "GracePeriodActive()", at=submitted_at + GRACE - 1)
+        receipt = c.send(STRANGER, fn, at=submitted_at + GRACE)
+        assert c.names(receipt, c.commerce) == ["JobExpired", "Refunded"]
+        assert status(c, job) == EXPIRED
+
+    def test_submitted_early_refundable_at_expiry(self, c: Chain) -> None:
+        """Submitted more than an hour before expiry: refundable exactly at expiredAt."""
+        job, expired_at = funded(c, expires_in=3 * GRACE)
+        c.send(PROVIDER, c.commerce.functions.submit(job, b"\x07" * 32, EMPTY))
+        fn = c.commerce.functions.claimRefund(job)
+        c.expect_revert(STRANGER, fn, "NotExpired()", at=expired_at - 1)
+        c.send(STRANGER, fn, at=expired_at)
+        assert status(c, job) == EXPIRED
+
+    def test_open_with_budget_pays_out_other_escrow(self, c: Chain) -> None:
+        """Hazard reproduced: an expired unfunded Open job with a budget pays that budget to
+        its client out of another job's escrow."""
+        victim, _ = funded(c, expires_in=10 * GRACE)
+        job, expired_at = create(c, expires_in=500)
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, BUDGET // 2, EMPTY))
+        fn = c.commerce.functions.claimRefund(job)
+        c.expect_revert(STRANGER, fn, "NotExpired()", at=expired_at - 1)
+        escrow, client = c.balance(c.commerce.address), c.balance(cs(CLIENT))
+        receipt = c.send(STRANGER, fn, at=expired_at)
+        assert c.names(receipt, c.commerce) == ["JobExpired", "Refunded"]
+        assert c.balance(cs(CLIENT)) - client == BUDGET // 2
+        assert escrow - c.balance(c.commerce.address) == BUDGET // 2
+        assert c.balance(c.commerce.address) < BUDGET  # the victim's escrow is short now
+        assert status(c, victim) == FUNDED
+
+    def test_open_without_budget_expires_without_refund(self, c: Chain) -> None:
+        """An expired Open job with zero budget becomes Expired and emits no Refunded."""
+        job, expired_at = create(c, expires_in=500)
+        receipt = c.send(STRANGER, c.commerce.functions.claimRefund(job), at=expired_at)
+        assert c.names(receipt, c.commerce) == ["JobExpired"]
+        assert status(c, job) == EXPIRED
+
+    def test_terminal_states_cannot_be_refunded(self, c: Chain) -> None:
+        """Completed and Rejected jobs revert InvalidStatus even long after expiry."""
+        done, expired_at = funded(c, expires_in=500)
+        c.send(PROVIDER, c.commerce.functions.submit(done, b"\x08" * 32, EMPTY))
+        c.send(EVALUATOR, c.commerce.functions.complete(done, b"\x09" * 32, EMPTY))
+        gone, _ = create(c, expires_in=500)
+        c.send(CLIENT, c.commerce.functions.reject(gone, b"\x09" * 32, EMPTY))
+        c.expect_revert(
+            STRANGER,
+            c.commerce.functions.claimRefund(done),
+            "InvalidStatus()",
+            at=expired_at + 2 * GRACE,
+        )
+        c.expect_revert(STRANGER, c.commerce.functions.claimRefund(gone), "InvalidStatus()")
