@@ -13,9 +13,10 @@ boundary is the same ``head.timestamp >= due_at`` for every action (a strict
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeAlias
 
 from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.sharding import is_mine
@@ -24,6 +25,7 @@ __all__ = [
     "EVALUATION_GRACE_PERIOD",
     "Action",
     "ActionKind",
+    "Denied",
     "PlanResult",
     "PlannerConfig",
     "Report",
@@ -104,17 +106,25 @@ class PlanResult:
     reports: list[Report] = field(default_factory=list)
 
 
-# Statuses from which the task market's refundExpired refunds the requester.
-# Review is left to evaluatorTimeout, Appealing to finalizeVerdict (a refund
-# there would override an APPROVE verdict) and Disputed to the resolver.
+# Statuses from which the task market's refundExpired refunds the requester
+# (the contract accepts any status but Accepted/Cancelled/Expired). Appealing is
+# left to finalizeVerdict: a refund there would override an APPROVE verdict.
+# Disputed is left to the dispute resolver: its expiry usually passes with the
+# appeal deadline, so refunding would void every appeal the moment it is made.
+# Review goes to evaluatorTimeout first, and to refundExpired only where that
+# call is denied to us (a requester-only contract), so it cannot stay stuck.
 _REFUNDABLE_TASK = frozenset(
     {
         TaskStatus.OPEN,
         TaskStatus.CLAIMED,
         TaskStatus.WORKER_SELECTED,
         TaskStatus.PENDING_APPROVAL,
+        TaskStatus.REVIEW,
     }
 )
+
+# (contract, subject, action) triples the keeper was told are not its to call.
+Denied: TypeAlias = Collection[tuple[str, str, str]]
 
 
 def plan_job(job: JobState, now: int, config: PlannerConfig) -> Action | Report | None:
@@ -147,8 +157,13 @@ def plan_job(job: JobState, now: int, config: PlannerConfig) -> Action | Report 
     return Action(job.contract, job.job_id, ActionKind.CLAIM_REFUND, due, Protocol.ERC8183)
 
 
-def plan_task(task: TaskState, now: int) -> Action | Report | None:
-    """The task-market decision for one task at chain time ``now``."""
+def plan_task(task: TaskState, now: int, denied: Denied = ()) -> Action | Report | None:
+    """The task-market decision for one task at chain time ``now``.
+
+    ``denied`` holds actions that ended ``not_permitted`` for this keeper, so a
+    Review task whose evaluatorTimeout is requester-only falls through to
+    refundExpired once it is past expiry instead of waiting forever.
+    """
     status = task.status
     if status is TaskStatus.APPEALING:
         if task.appeal_deadline is not None and now >= task.appeal_deadline:
@@ -156,9 +171,11 @@ def plan_task(task: TaskState, now: int) -> Action | Report | None:
         return None
     if status is TaskStatus.REVIEW:
         deadline = task.evaluation_deadline
-        if deadline is not None and now > deadline:
-            return _task_action(task, ActionKind.EVALUATOR_TIMEOUT, deadline + 1)
-        return None
+        timeout = (task.contract, task.task_id, ActionKind.EVALUATOR_TIMEOUT.value)
+        if timeout not in denied:
+            if deadline is not None and now > deadline:
+                return _task_action(task, ActionKind.EVALUATOR_TIMEOUT, deadline + 1)
+            return None
     if task.expiry_time <= 0 or now <= task.expiry_time:
         return None
     if status is TaskStatus.DISPUTED:
@@ -182,6 +199,7 @@ def plan(
     tasks: Iterable[TaskState],
     head: BlockHeader,
     config: PlannerConfig,
+    denied: Denied = (),
 ) -> PlanResult:
     """All actions due at ``head`` that belong to this keeper, plus reports.
 
@@ -192,7 +210,7 @@ def plan(
     now = head.timestamp
     result = PlanResult()
     decisions: list[Action | Report | None] = [plan_job(j, now, config) for j in jobs]
-    decisions += [plan_task(t, now) for t in tasks]
+    decisions += [plan_task(t, now, denied) for t in tasks]
     for decision in decisions:
         if isinstance(decision, Report):
             result.reports.append(decision)

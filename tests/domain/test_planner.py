@@ -154,6 +154,17 @@ class TestTaskBoundaries:
         assert decision.kind is ReportKind.DISPUTED_PAST_EXPIRY
         assert plan_task(task(TaskStatus.DISPUTED), T0) is None
 
+    def test_denied_timeout_falls_back_to_refund_after_expiry(self) -> None:
+        """Where evaluatorTimeout is not ours to call, a Review task is refunded past expiry."""
+        state = task(TaskStatus.REVIEW, evaluation_deadline=T0 - 100)
+        denied = {(C, state.task_id, "evaluatorTimeout")}
+        assert plan_task(state, T0, denied) is None
+        decision = plan_task(state, T0 + 1, denied)
+        assert isinstance(decision, Action)
+        assert decision.action is ActionKind.REFUND_EXPIRED
+        other = plan_task(state, T0 + 1, {(C, "0x" + "33" * 32, "evaluatorTimeout")})
+        assert isinstance(other, Action) and other.action is ActionKind.EVALUATOR_TIMEOUT
+
     def test_review_is_left_to_evaluator_timeout(self) -> None:
         """A Review task past expiry but inside its evaluation window gets nothing."""
         state = task(TaskStatus.REVIEW, evaluation_deadline=T0 + 100)

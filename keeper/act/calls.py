@@ -1,0 +1,146 @@
+"""Calldata for the keeper's four actions and Multicall3, and what a revert means.
+
+Pure: ABI encoding with eth_abi and 4-byte selectors, no web3 provider. The
+revert classifier decides the outcome of a simulation by the custom error's
+selector, never by message text, because nodes word reverts differently but
+always return the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
+
+from eth_abi.abi import decode, encode
+from eth_utils.crypto import keccak
+
+from keeper.domain.planner import Action, ActionKind
+
+__all__ = [
+    "MULTICALL3_ADDRESS",
+    "Call3Result",
+    "SimVerdict",
+    "classify_revert",
+    "decode_aggregate3",
+    "decode_revert",
+    "encode_action",
+    "encode_aggregate3",
+    "selector",
+    "subject_topic",
+]
+
+# The same address on every chain that has Multicall3 (deterministic deployment).
+MULTICALL3_ADDRESS: Final = "0xca11bde05977b3631167028862be2a173976ca11"
+
+
+def selector(signature: str) -> bytes:
+    """The 4-byte selector of a function or custom error signature."""
+    return keccak(text=signature)[:4]
+
+
+_ACTION_SIGNATURES: Final[dict[ActionKind, str]] = {
+    ActionKind.CLAIM_REFUND: "claimRefund(uint256)",
+    ActionKind.FINALIZE_VERDICT: "finalizeVerdict(bytes32)",
+    ActionKind.REFUND_EXPIRED: "refundExpired(bytes32)",
+    ActionKind.EVALUATOR_TIMEOUT: "evaluatorTimeout(bytes32)",
+}
+_AGGREGATE3: Final = selector("aggregate3((address,bool,bytes)[])")
+
+
+def subject_word(subject: str) -> bytes:
+    """The 32-byte ABI word of a subject id: decimal job ids and 0x task ids alike."""
+    if subject.startswith("0x"):
+        raw = bytes.fromhex(subject[2:])
+        if len(raw) != 32:
+            raise ValueError("a task id is 32 bytes")
+        return raw
+    return int(subject).to_bytes(32, "big")
+
+
+def subject_topic(subject: str) -> str:
+    """The subject as the lowercase hex topic it appears as in an event's first indexed slot."""
+    return "0x" + subject_word(subject).hex()
+
+
+def encode_action(action: Action) -> bytes:
+    """Calldata for ``action(subject)`` on the action's contract."""
+    return selector(_ACTION_SIGNATURES[action.action]) + subject_word(action.subject)
+
+
+def encode_aggregate3(calls: Sequence[tuple[str, bytes]]) -> bytes:
+    """Multicall3 ``aggregate3`` with ``allowFailure`` on every call.
+
+    One failing subject (preempted by another keeper between simulation and
+    inclusion) must not undo the others in the batch.
+    """
+    items = [(target, True, data) for target, data in calls]
+    return _AGGREGATE3 + encode(["(address,bool,bytes)[]"], [items])
+
+
+@dataclass(frozen=True, slots=True)
+class Call3Result:
+    success: bool
+    return_data: bytes
+
+
+def decode_aggregate3(data: bytes) -> list[Call3Result]:
+    """The per-call results of an ``aggregate3`` eth_call."""
+    (results,) = decode(["(bool,bytes)[]"], data)
+    return [Call3Result(bool(ok), bytes(ret)) for ok, ret in results]
+
+
+# Custom errors of both escrow contracts, by selector. A revert is "preempted"
+# when the subject already left the state the planner saw (someone else acted,
+# the verdict was appealed): nothing is wrong and nothing should be retried.
+_PREEMPTED: Final = ("InvalidStatus()",)
+# A permission revert is final for this keeper's key: retrying cannot help.
+_NOT_PERMITTED: Final = ("Unauthorized()",)
+_OTHER_KNOWN: Final = (
+    "NotExpired()",
+    "GracePeriodActive()",
+    "EvaluationWindowActive()",
+    "AppealWindowActive()",
+    "AppealWindowClosed()",
+    "JobNotFound()",
+    "TaskNotFound()",
+    "DeadlinePassed()",
+    "CallFailed(uint256,bytes)",
+)
+_NAMES: Final[dict[bytes, str]] = {
+    selector(sig): sig for sig in (*_PREEMPTED, *_NOT_PERMITTED, *_OTHER_KNOWN)
+}
+_ERROR_STRING: Final = selector("Error(string)")
+_PANIC: Final = selector("Panic(uint256)")
+
+SimVerdict: TypeAlias = Literal["ok", "preempted", "not_permitted", "reverted_in_simulation"]
+
+
+def decode_revert(data: bytes | None) -> str:
+    """A short human reason for revert bytes: custom error name, Error(string), Panic code."""
+    if not data:
+        return "reverted without data"
+    head, body = data[:4], data[4:]
+    if head in _NAMES:
+        return _NAMES[head]
+    try:
+        if head == _ERROR_STRING:
+            (text,) = decode(["string"], body)
+            return f"Error({str(text)[:200]!r})"
+        if head == _PANIC:
+            (code,) = decode(["uint256"], body)
+            return f"Panic(0x{int(code):02x})"
+    except Exception:  # malformed payload: fall through to the raw selector
+        pass
+    return f"unknown error 0x{head.hex()}"
+
+
+def classify_revert(data: bytes | None) -> tuple[SimVerdict, str]:
+    """What a simulation revert means for the intent, and the decoded reason."""
+    head = (data or b"")[:4]
+    reason = decode_revert(data)
+    if head in {selector(s) for s in _PREEMPTED}:
+        return "preempted", reason
+    if head in {selector(s) for s in _NOT_PERMITTED}:
+        return "not_permitted", reason
+    return "reverted_in_simulation", reason

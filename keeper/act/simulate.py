@@ -1,0 +1,97 @@
+"""The simulation gate: ``eth_call`` every action before it may be signed.
+
+A call that would revert is never broadcast. Batchable actions are simulated
+through Multicall3 ``aggregate3`` with ``allowFailure``, which answers for
+every subject in one round trip; others one ``eth_call`` each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from keeper.act.calls import (
+    SimVerdict,
+    classify_revert,
+    decode_aggregate3,
+    encode_action,
+    encode_aggregate3,
+)
+from keeper.act.chain import ChainRpc, revert_data
+from keeper.domain.planner import Action, ActionKind
+from keeper.rpc.errors import ExecutionRevertedError
+
+__all__ = ["BATCHABLE", "SimResult", "simulate"]
+
+# Actions anyone may call: the same through Multicall3 as from our key. A
+# permissioned one (evaluatorTimeout on requester-only contracts) must come
+# from the signer itself, so it is never batched.
+BATCHABLE = frozenset(
+    {ActionKind.CLAIM_REFUND, ActionKind.FINALIZE_VERDICT, ActionKind.REFUND_EXPIRED}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    action: Action
+    verdict: SimVerdict
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+
+async def _single(rpc: ChainRpc, action: Action, block: int | str) -> SimResult:
+    try:
+        await rpc.call(action.contract, encode_action(action), block)
+    except ExecutionRevertedError as exc:
+        verdict, reason = classify_revert(revert_data(exc))
+        return SimResult(action, verdict, reason)
+    return SimResult(action, "ok")
+
+
+async def _batch(
+    rpc: ChainRpc, actions: Sequence[Action], block: int | str, multicall: str
+) -> list[SimResult]:
+    data = encode_aggregate3([(a.contract, encode_action(a)) for a in actions])
+    try:
+        raw = await rpc.call(multicall, data, block)
+    except ExecutionRevertedError as exc:
+        # aggregate3 with allowFailure cannot revert for one subject: the batch
+        # itself is broken (no Multicall3 there, out of gas). Fall back to singles.
+        del exc
+        return [await _single(rpc, a, block) for a in actions]
+    results = decode_aggregate3(raw)
+    if len(results) != len(actions):
+        raise ValueError("aggregate3 returned a different number of results")
+    out: list[SimResult] = []
+    for action, res in zip(actions, results, strict=True):
+        if res.success:
+            out.append(SimResult(action, "ok"))
+        else:
+            verdict, reason = classify_revert(res.return_data)
+            out.append(SimResult(action, verdict, reason))
+    return out
+
+
+async def simulate(
+    rpc: ChainRpc,
+    actions: Sequence[Action],
+    block: int | str,
+    *,
+    multicall: str | None,
+    batch_size: int,
+) -> list[SimResult]:
+    """One result per action, in the input order."""
+    results: dict[int, SimResult] = {}
+    batchable = [i for i, a in enumerate(actions) if a.action in BATCHABLE]
+    if multicall and len(batchable) > 1:
+        for start in range(0, len(batchable), batch_size):
+            idx = batchable[start : start + batch_size]
+            chunk = await _batch(rpc, [actions[i] for i in idx], block, multicall)
+            results.update(zip(idx, chunk, strict=True))
+    for i, action in enumerate(actions):
+        if i not in results:
+            results[i] = await _single(rpc, action, block)
+    return [results[i] for i in range(len(actions))]
