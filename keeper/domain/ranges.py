@@ -66,21 +66,30 @@ class RangePolicy:
             self.size = self._clamp(grown)
         return self.size
 
-    def on_too_large(self, suggested: int | None = None, *, hard_cap: int | None = None) -> int:
-        """Shrink after a refusal of a query of the current size.
+    def on_too_large(
+        self,
+        suggested: int | None = None,
+        *,
+        hard_cap: int | None = None,
+        tried: int | None = None,
+    ) -> int:
+        """Shrink after a refusal.
 
-        ``suggested`` is a span the provider said would work (from a suggested
-        range); it is taken only if it is actually smaller, else the size
-        halves. ``hard_cap`` is an announced blocks-per-query limit and is
-        remembered as the ceiling.
+        ``tried`` is the span of the refused query when it was shorter than the
+        size (clipped at the target); shrinking starts from it so the same
+        query is never repeated. ``suggested`` is a span the provider said
+        would work (from a suggested range); it is taken only if it is actually
+        smaller, else the size halves. ``hard_cap`` is an announced
+        blocks-per-query limit and is remembered as the ceiling.
         """
         self._streak = 0
+        base = self.size if tried is None else max(1, min(self.size, tried))
         if hard_cap is not None and hard_cap >= 1:
             self.ceiling = hard_cap if self.ceiling is None else min(self.ceiling, hard_cap)
-        candidates = [self.size // 2]
-        if suggested is not None and 1 <= suggested < self.size:
+        candidates = [base // 2]
+        if suggested is not None and 1 <= suggested < base:
             candidates = [suggested]
-        if hard_cap is not None and 1 <= hard_cap < self.size:
+        if hard_cap is not None and 1 <= hard_cap < base:
             candidates.append(hard_cap)
         self.size = self._clamp(min(candidates))
         return self.size

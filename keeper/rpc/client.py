@@ -1,0 +1,295 @@
+"""Typed Ethereum JSON-RPC methods on top of the retrying transport.
+
+Every method returns validated, normalised values (ints, lowercase hex,
+``BlockHeader``, ``Log``) so nothing above this layer parses hex. Block
+references are an int, a tag (``latest``, ``finalized``, ``safe``...) or a
+32-byte block hash; a hash is sent as an EIP-1898 ``{"blockHash": ...}``
+object where the method allows one, so a read is pinned to the exact block a
+decision was made on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from eth_utils.crypto import keccak
+
+from keeper.domain.model import BlockHeader, Log
+from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError
+from keeper.rpc.transport import JsonRpcTransport
+from keeper.rpc.validate import InvalidResponse, data, hash32, parse_block, quantity, validate_logs
+
+BlockRef = int | str
+
+TAGS: Final = frozenset({"latest", "finalized", "safe", "earliest", "pending"})
+_HASH: Final = re.compile(r"0x[0-9a-fA-F]{64}\Z")
+
+
+def is_block_hash(ref: BlockRef) -> bool:
+    return isinstance(ref, str) and bool(_HASH.match(ref))
+
+
+def block_param(ref: BlockRef, *, allow_hash: bool = True) -> str | dict[str, Any]:
+    """The JSON-RPC block parameter for a reference (EIP-1898 object for a hash)."""
+    if isinstance(ref, bool):
+        raise TypeError("a block reference is an int, a tag or a block hash")
+    if isinstance(ref, int):
+        if ref < 0:
+            raise ValueError("block number must not be negative")
+        return hex(ref)
+    if ref in TAGS:
+        return ref
+    if is_block_hash(ref):
+        if not allow_hash:
+            raise ValueError("this method takes a block number or tag, not a hash")
+        return {"blockHash": ref.lower()}
+    raise ValueError(f"not a block number, tag or hash: {ref[:20]!r}")
+
+
+def _block_checker(ref: BlockRef) -> Callable[[Any], BlockHeader]:
+    """A parser that also checks the node returned the block that was asked for."""
+
+    def check(raw: Any) -> BlockHeader:
+        header = parse_block(raw)
+        if isinstance(ref, int) and header.number != ref:
+            raise InvalidResponse(f"asked for block {ref}, got {header.number}")
+        if is_block_hash(ref) and header.hash != str(ref).lower():
+            raise InvalidResponse("asked for one block hash, got another")
+        return header
+
+    return check
+
+
+def _address_list(addresses: Iterable[str]) -> list[str]:
+    out = sorted({a.lower() for a in addresses})
+    if not out:
+        # An empty address filter means "every contract" to a node: never what we want.
+        raise ValueError("get_logs needs at least one address")
+    return out
+
+
+def tx_hash_of(raw: bytes) -> str:
+    """The hash of a signed transaction: keccak256 of its raw (typed or legacy) encoding."""
+    return "0x" + keccak(raw).hex()
+
+
+class RpcClient(JsonRpcTransport):
+    """The daemon's Ethereum client: typed, validated calls over several endpoints."""
+
+    async def __aenter__(self) -> RpcClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def chain_id(self) -> int:
+        return int(await self.request("eth_chainId", [], parse=lambda r: quantity(r, "chainId")))
+
+    async def block_number(self) -> int:
+        return int(
+            await self.request("eth_blockNumber", [], parse=lambda r: quantity(r, "blockNumber"))
+        )
+
+    async def get_block(self, ref: BlockRef) -> BlockHeader | None:
+        """A block header, or None when the node does not have it (``latest`` always exists)."""
+        param: str | dict[str, Any]
+        if is_block_hash(ref):
+            method, param = "eth_getBlockByHash", str(ref).lower()
+        else:
+            method, param = "eth_getBlockByNumber", block_param(ref, allow_hash=False)
+        result: BlockHeader | None = await self.request(
+            method, [param, False], nullable=ref != "latest", parse=_block_checker(ref)
+        )
+        return result
+
+    async def get_blocks(self, numbers: Sequence[int]) -> list[BlockHeader | None]:
+        """Headers for many block numbers in batches; None where a node lacks the block.
+
+        Raises the first item error that survived the retries.
+        """
+        calls = [("eth_getBlockByNumber", [block_param(n), False]) for n in numbers]
+        results = await self.batch(calls, parse_each=[_block_checker(n) for n in numbers])
+        out: list[BlockHeader | None] = []
+        for item in results:
+            if isinstance(item, RpcError):
+                raise item
+            out.append(item)
+        return out
+
+    async def get_logs(
+        self,
+        addresses: Iterable[str],
+        from_block: int,
+        to_block: int,
+        *,
+        topics: Sequence[Any] | None = None,
+    ) -> list[Log]:
+        """Logs of ``addresses`` in the inclusive range, validated and in chain order.
+
+        A refused range raises ``RangeTooLargeError`` at once (no retry): the
+        scanner shrinks the range, using the failure's hints.
+        """
+        if from_block > to_block:
+            raise ValueError("from_block must not exceed to_block")
+        addrs = _address_list(addresses)
+        flt: dict[str, Any] = {
+            "address": addrs,
+            "fromBlock": hex(from_block),
+            "toBlock": hex(to_block),
+        }
+        if topics is not None:
+            flt["topics"] = list(topics)
+        result: list[Log] = await self.request(
+            "eth_getLogs",
+            [flt],
+            parse=lambda r: validate_logs(
+                r, addresses=addrs, from_block=from_block, to_block=to_block
+            ),
+        )
+        return result
+
+    async def get_logs_by_block_hash(
+        self, addresses: Iterable[str], block_hash: str, *, topics: Sequence[Any] | None = None
+    ) -> list[Log]:
+        """Logs of one block by hash: immune to the block being replaced mid-query.
+
+        ``UnknownBlockError`` (after retries) means no endpoint knows the hash:
+        it was reorged out, or every node lags.
+        """
+        addrs = _address_list(addresses)
+        wanted = hash32(block_hash, "block_hash")
+        flt: dict[str, Any] = {"address": addrs, "blockHash": wanted}
+        if topics is not None:
+            flt["topics"] = list(topics)
+        result: list[Log] = await self.request(
+            "eth_getLogs",
+            [flt],
+            parse=lambda r: validate_logs(r, addresses=addrs, block_hash=wanted),
+        )
+        return result
+
+    async def call(self, to: str, calldata: bytes, block: BlockRef = "latest") -> bytes:
+        """``eth_call``; a revert raises ``ExecutionRevertedError`` carrying the revert data."""
+        tx = {"to": to.lower(), "data": "0x" + calldata.hex()}
+        result: bytes = await self.request(
+            "eth_call", [tx, block_param(block)], parse=lambda r: data(r, "call")
+        )
+        return result
+
+    async def estimate_gas(self, tx: Mapping[str, Any], block: BlockRef | None = None) -> int:
+        params: list[Any] = [dict(tx)]
+        if block is not None:
+            params.append(block_param(block))
+        return int(
+            await self.request("eth_estimateGas", params, parse=lambda r: quantity(r, "gas"))
+        )
+
+    async def send_raw_transaction(self, raw: bytes) -> str:
+        """Broadcast signed bytes; returns the transaction hash.
+
+        Idempotent by construction: the hash is keccak of the bytes, so a retry
+        after a lost reply that meets "already known", or "nonce too low"
+        because the first attempt was already mined, still returns the hash
+        once the node confirms it knows the transaction.
+        """
+        expected = tx_hash_of(raw)
+
+        def check(r: Any) -> str:
+            got = hash32(r, "txHash")
+            if got != expected:
+                raise InvalidResponse("node returned a hash that is not our transaction's")
+            return got
+
+        try:
+            result: str = await self.request(
+                "eth_sendRawTransaction", ["0x" + raw.hex()], parse=check
+            )
+            return result
+        except AlreadyKnownError:
+            return expected
+        except NonceTooLowError:
+            if await self.get_transaction_by_hash(expected) is not None:
+                return expected
+            raise
+
+    async def get_transaction_receipt(self, tx_hash: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = await self.request(
+            "eth_getTransactionReceipt",
+            [hash32(tx_hash, "tx_hash")],
+            nullable=True,
+            parse=_object("receipt"),
+        )
+        return result
+
+    async def get_transaction_by_hash(self, tx_hash: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = await self.request(
+            "eth_getTransactionByHash",
+            [hash32(tx_hash, "tx_hash")],
+            nullable=True,
+            parse=_object("transaction"),
+        )
+        return result
+
+    async def get_transaction_count(self, address: str, block: BlockRef = "pending") -> int:
+        return int(
+            await self.request(
+                "eth_getTransactionCount",
+                [address.lower(), block_param(block)],
+                parse=lambda r: quantity(r, "nonce"),
+            )
+        )
+
+    async def get_balance(self, address: str, block: BlockRef = "latest") -> int:
+        return int(
+            await self.request(
+                "eth_getBalance",
+                [address.lower(), block_param(block)],
+                parse=lambda r: quantity(r, "balance"),
+            )
+        )
+
+    async def fee_history(
+        self, blocks: int, newest: BlockRef, percentiles: Sequence[float]
+    ) -> dict[str, Any]:
+        """``eth_feeHistory`` as returned (hex strings), checked to be an object with base fees."""
+
+        def check(r: Any) -> dict[str, Any]:
+            obj = _object("feeHistory")(r)
+            if not isinstance(obj.get("baseFeePerGas"), list):
+                raise InvalidResponse("feeHistory: no baseFeePerGas list")
+            return obj
+
+        result: dict[str, Any] = await self.request(
+            "eth_feeHistory",
+            [hex(blocks), block_param(newest, allow_hash=False), list(percentiles)],
+            parse=check,
+        )
+        return result
+
+    async def head_of_each(self) -> dict[str, int | None]:
+        """Each endpoint's head block number (None if it failed): spots a lagging node.
+
+        One attempt per endpoint, no failover, so the answer is really that node's.
+        """
+        out: dict[str, int | None] = {}
+        for name in self.endpoint_names:
+            try:
+                out[name] = int(
+                    await self.request_at(
+                        name, "eth_blockNumber", [], parse=lambda r: quantity(r, "blockNumber")
+                    )
+                )
+            except RpcError:
+                out[name] = None
+        return out
+
+
+def _object(what: str) -> Callable[[Any], dict[str, Any]]:
+    def check(r: Any) -> dict[str, Any]:
+        if not isinstance(r, dict):
+            raise InvalidResponse(f"{what}: not an object")
+        return r
+
+    return check

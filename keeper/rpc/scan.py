@@ -1,0 +1,78 @@
+"""Cover a block range with ``eth_getLogs`` queries sized by a ``RangePolicy``.
+
+Yields consecutive, gap-free ``(from, to, logs)`` chunks so a caller can
+commit each chunk with its cursor. A refusal shrinks the next query (to the
+provider's suggested span when it gave one) and the same blocks are asked
+again; a rate limit never shrinks anything, the transport has already
+waited it out and the error here means the retries ran out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from keeper.domain.model import Log
+from keeper.domain.ranges import RangePolicy, span_hint
+from keeper.rpc.errors import RangeTooLargeError, RateLimitedError, RpcTimeoutError
+
+log = structlog.get_logger("keeper.rpc.scan")
+
+
+class LogSource(Protocol):
+    """What the scanner needs from a client (``RpcClient`` satisfies it)."""
+
+    async def get_logs(
+        self,
+        addresses: Iterable[str],
+        from_block: int,
+        to_block: int,
+        *,
+        topics: Sequence[Any] | None = None,
+    ) -> list[Log]: ...
+
+
+async def scan_logs(
+    client: LogSource,
+    addresses: Iterable[str],
+    from_block: int,
+    to_block: int,
+    policy: RangePolicy,
+    *,
+    topics: Sequence[Any] | None = None,
+) -> AsyncIterator[tuple[int, int, list[Log]]]:
+    """Yield ``(lo, hi, logs)`` chunks covering ``[from_block, to_block]`` in order.
+
+    Raises ``RangeTooLargeError`` only when even a single-block query (or the
+    policy's minimum span) is refused, since no shrinking can help then; a
+    timeout after the transport's retries is treated like a silent refusal of a
+    multi-block range (heavy log queries time out before they are refused).
+    """
+    addrs = list(addresses)
+    cursor = from_block
+    while (rng := policy.next_range(cursor, to_block)) is not None:
+        lo, hi = rng
+        span = hi - lo + 1
+        try:
+            logs = await client.get_logs(addrs, lo, hi, topics=topics)
+        except RangeTooLargeError as exc:
+            suggested, cap = span_hint(exc.failure.suggested_range, exc.failure.max_span)
+            new = policy.on_too_large(suggested, hard_cap=cap, tried=span)
+            if new >= span:  # nothing smaller to try: shrinking cannot help
+                raise
+            log.info("log_range_shrunk", from_block=lo, to_block=hi, size=new, hinted=suggested)
+            continue
+        except RpcTimeoutError:
+            new = policy.on_too_large(None, tried=span)
+            if new >= span:
+                raise
+            log.info("log_range_shrunk_after_timeout", from_block=lo, to_block=hi, size=new)
+            continue
+        except RateLimitedError:
+            policy.on_rate_limited()
+            raise
+        policy.on_success()
+        yield lo, hi, logs
+        cursor = hi + 1

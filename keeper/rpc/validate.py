@@ -1,0 +1,138 @@
+"""Check JSON-RPC results before anything downstream trusts them.
+
+A provider behind a load balancer can answer from a stale or broken replica:
+a log whose block hash disagrees with its neighbours, a hex field that is
+not hex, a block other than the one asked for. Each check here raises
+``InvalidResponse``; the client counts that as a transient failure and asks
+again, preferably elsewhere. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from keeper.domain.model import BlockHeader, Log
+
+_QUANTITY: Final = re.compile(r"0x[0-9a-fA-F]{1,64}\Z")
+_DATA: Final = re.compile(r"0x([0-9a-fA-F]{2})*\Z")
+_HASH: Final = re.compile(r"0x[0-9a-fA-F]{64}\Z")
+_ADDRESS: Final = re.compile(r"0x[0-9a-fA-F]{40}\Z")
+
+
+class InvalidResponse(ValueError):
+    """A result that is syntactically or semantically not what was asked for."""
+
+
+def quantity(value: Any, what: str) -> int:
+    """A JSON-RPC QUANTITY as int.
+
+    Leading zeros are tolerated (some nodes emit ``0x00``); the empty ``0x``,
+    non-hex and anything wider than 256 bits are not.
+    """
+    if isinstance(value, str) and _QUANTITY.match(value):
+        return int(value, 16)
+    raise InvalidResponse(f"{what}: not a hex quantity")
+
+
+def data(value: Any, what: str) -> bytes:
+    """A JSON-RPC DATA field (even-length hex) as bytes."""
+    if isinstance(value, str) and _DATA.match(value):
+        return bytes.fromhex(value[2:])
+    raise InvalidResponse(f"{what}: not hex data")
+
+
+def hash32(value: Any, what: str) -> str:
+    """A 32-byte hash as lowercase ``0x`` hex."""
+    if isinstance(value, str) and _HASH.match(value):
+        return value.lower()
+    raise InvalidResponse(f"{what}: not a 32-byte hash")
+
+
+def address(value: Any, what: str) -> str:
+    """A 20-byte address as lowercase ``0x`` hex."""
+    if isinstance(value, str) and _ADDRESS.match(value):
+        return value.lower()
+    raise InvalidResponse(f"{what}: not an address")
+
+
+def _field(obj: Mapping[str, Any], key: str, what: str) -> Any:
+    if key not in obj or obj[key] is None:
+        raise InvalidResponse(f"{what}: missing {key}")
+    return obj[key]
+
+
+def parse_block(raw: Any) -> BlockHeader:
+    """The header fields the indexer needs from an ``eth_getBlockBy*`` result."""
+    if not isinstance(raw, Mapping):
+        raise InvalidResponse("block: not an object")
+    return BlockHeader(
+        number=quantity(_field(raw, "number", "block"), "block.number"),
+        hash=hash32(_field(raw, "hash", "block"), "block.hash"),
+        parent_hash=hash32(_field(raw, "parentHash", "block"), "block.parentHash"),
+        timestamp=quantity(_field(raw, "timestamp", "block"), "block.timestamp"),
+    )
+
+
+def parse_log(raw: Any) -> Log:
+    """One ``eth_getLogs`` entry; a pending or removed log is refused."""
+    if not isinstance(raw, Mapping):
+        raise InvalidResponse("log: not an object")
+    if raw.get("removed") is True:
+        raise InvalidResponse("log: removed=true in a getLogs result")
+    topics_raw = _field(raw, "topics", "log")
+    if not isinstance(topics_raw, list) or len(topics_raw) > 4:
+        raise InvalidResponse("log.topics: not a list of at most 4 hashes")
+    return Log(
+        address=address(_field(raw, "address", "log"), "log.address"),
+        topics=tuple(hash32(t, "log.topics[]") for t in topics_raw),
+        data=data(_field(raw, "data", "log"), "log.data"),
+        block_number=quantity(_field(raw, "blockNumber", "log"), "log.blockNumber"),
+        block_hash=hash32(_field(raw, "blockHash", "log"), "log.blockHash"),
+        tx_hash=hash32(_field(raw, "transactionHash", "log"), "log.transactionHash"),
+        tx_index=quantity(_field(raw, "transactionIndex", "log"), "log.transactionIndex"),
+        log_index=quantity(_field(raw, "logIndex", "log"), "log.logIndex"),
+    )
+
+
+def validate_logs(
+    raw: Any,
+    *,
+    addresses: Iterable[str] | None = None,
+    from_block: int | None = None,
+    to_block: int | None = None,
+    block_hash: str | None = None,
+) -> list[Log]:
+    """Parse a getLogs result and check it answers the query that was sent.
+
+    Every log must lie in the requested range (or block), come from a
+    requested address, agree with the other logs of its block on the block
+    hash, and be unique by ``(block, logIndex)``. Returned in chain order.
+    """
+    if not isinstance(raw, list):
+        raise InvalidResponse("logs: not a list")
+    wanted = {a.lower() for a in addresses} if addresses is not None else None
+    hashes: dict[int, str] = {}
+    seen: set[tuple[int, int]] = set()
+    logs: list[Log] = []
+    for item in raw:
+        log = parse_log(item)
+        if from_block is not None and log.block_number < from_block:
+            raise InvalidResponse("logs: a log below fromBlock")
+        if to_block is not None and log.block_number > to_block:
+            raise InvalidResponse("logs: a log above toBlock")
+        if block_hash is not None and log.block_hash != block_hash.lower():
+            raise InvalidResponse("logs: a log from another block than the one asked for")
+        if wanted is not None and log.address not in wanted:
+            raise InvalidResponse("logs: a log from an address not asked for")
+        known = hashes.setdefault(log.block_number, log.block_hash)
+        if known != log.block_hash:
+            raise InvalidResponse(f"logs: two hashes for block {log.block_number}")
+        key = (log.block_number, log.log_index)
+        if key in seen:
+            raise InvalidResponse(f"logs: duplicate logIndex {log.log_index}")
+        seen.add(key)
+        logs.append(log)
+    logs.sort(key=lambda lg: (lg.block_number, lg.log_index))
+    return logs

@@ -1,0 +1,74 @@
+"""RPC test helpers: log-emitting contracts on anvil, and a recording observer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from keeper.devnet.anvil import AnvilProcess, ChainControl
+
+TOPIC = "0x" + "ab" * 32
+# Runtime code: copy calldata to memory, then LOG1(memory[0:calldatasize], TOPIC); STOP.
+EMITTER_CODE = "0x366000600037" + "7f" + TOPIC[2:] + "366000a100"
+# Runtime code: MSTORE(0, 42); REVERT(0, 32) -- every call reverts with one word of data.
+REVERTER_CODE = "0x602a60005260206000fd"
+EMITTER = "0x" + "e1" * 20
+EMITTER_B = "0x" + "e2" * 20
+REVERTER = "0x" + "0d" * 20
+
+
+@dataclass
+class RecordingObserver:
+    """A real RpcObserver that keeps what it was told."""
+
+    requests: list[tuple[str, str, str, float]] = field(default_factory=list)
+    backoffs: list[tuple[str, float]] = field(default_factory=list)
+
+    def on_request(self, endpoint: str, method: str, outcome: str, seconds: float) -> None:
+        self.requests.append((endpoint, method, outcome, seconds))
+
+    def on_backoff(self, endpoint: str, seconds: float) -> None:
+        self.backoffs.append((endpoint, seconds))
+
+    def outcomes(self, method: str) -> list[str]:
+        return [o for _, m, o, _ in self.requests if m == method]
+
+
+@dataclass
+class LogChain:
+    """An anvil node with emitter contracts and the blocks holding their logs."""
+
+    node: AnvilProcess
+    ctl: ChainControl
+    log_blocks: list[int]
+
+    @property
+    def url(self) -> str:
+        return self.node.url
+
+
+def install_contracts(ctl: ChainControl) -> None:
+    ctl.call("anvil_setCode", EMITTER, EMITTER_CODE)
+    ctl.call("anvil_setCode", EMITTER_B, EMITTER_CODE)
+    ctl.call("anvil_setCode", REVERTER, REVERTER_CODE)
+
+
+def wait_receipt(ctl: ChainControl, tx_hash: str) -> dict[str, Any]:
+    """Poll for a receipt: anvil answers a send before its automined block is visible."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        receipt: dict[str, Any] | None = ctl.call("eth_getTransactionReceipt", tx_hash)
+        if receipt is not None:
+            return receipt
+        time.sleep(0.01)
+    raise TimeoutError(f"no receipt for {tx_hash}")
+
+
+def emit(ctl: ChainControl, to: str, payload: bytes) -> int:
+    """Send one transaction to an emitter (anvil's unlocked dev account); its block number."""
+    sender = ctl.call("eth_accounts")[0]
+    tx_hash: str = ctl.call(
+        "eth_sendTransaction", {"from": sender, "to": to, "data": "0x" + payload.hex()}
+    )
+    return int(wait_receipt(ctl, tx_hash)["blockNumber"], 16)
