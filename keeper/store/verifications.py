@@ -1,0 +1,205 @@
+"""Reads and writes of verification results, report history and verdict documents.
+
+Writes join the caller's open transaction when there is one (so a reorg's
+rollback and ``delete_orphans`` can commit together), else run in their own.
+SQL for the verify component lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import astuple, dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRow:
+    """The latest verification of one verdict (one row of ``verifications``)."""
+
+    chain_id: int
+    contract: str
+    job_id: str
+    status: str
+    failures_json: str
+    document_digest: str | None
+    report_json: str
+    report_digest: str
+    parent_digest: str | None
+    revision_count: int
+    event_name: str
+    tx_hash: str
+    block_hash: str
+    block_number: int
+    log_index: int
+    attempts: int
+    first_attempt_at: int
+    next_retry_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One revision of a verdict's report chain (``verification_reports``)."""
+
+    revision_count: int
+    report_digest: str
+    parent_digest: str | None
+    status: str
+    report_json: str
+
+
+_COLUMNS = tuple(f.name for f in fields(VerificationRow))
+_KEY = ("chain_id", "contract", "job_id")
+
+
+@contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def save_verification(
+    conn: sqlite3.Connection, row: VerificationRow, *, new_revision: bool
+) -> None:
+    """Upsert the latest verification; with ``new_revision`` also append its report to history."""
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
+    with _write(conn):
+        conn.execute(
+            f"INSERT INTO verifications ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
+            f"ON CONFLICT (chain_id, contract, job_id) DO UPDATE SET {updates}",
+            astuple(row),
+        )
+        if new_revision:
+            conn.execute(
+                "INSERT INTO verification_reports (chain_id, contract, job_id, revision_count, "
+                "report_digest, parent_digest, status, report_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.chain_id,
+                    row.contract,
+                    row.job_id,
+                    row.revision_count,
+                    row.report_digest,
+                    row.parent_digest,
+                    row.status,
+                    row.report_json,
+                ),
+            )
+
+
+def get_verification(
+    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
+) -> VerificationRow | None:
+    row = conn.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM verifications "
+        "WHERE chain_id = ? AND contract = ? AND job_id = ?",
+        (chain_id, contract, job_id),
+    ).fetchone()
+    return VerificationRow(*row) if row is not None else None
+
+
+def list_verifications(
+    conn: sqlite3.Connection, chain_id: int, *, status: str | None = None, limit: int = 100
+) -> list[VerificationRow]:
+    """Latest verifications of a chain, newest verdict first, optionally of one status."""
+    where = "chain_id = ?"
+    params: list[object] = [chain_id]
+    if status is not None:
+        where += " AND status = ?"
+        params.append(status)
+    rows = conn.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM verifications WHERE {where} "
+        "ORDER BY block_number DESC, log_index DESC LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [VerificationRow(*r) for r in rows]
+
+
+def due_for_retry(
+    conn: sqlite3.Connection, chain_id: int, now: int, limit: int = 100
+) -> list[VerificationRow]:
+    """Verifications whose retry time has come, earliest first."""
+    rows = conn.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM verifications WHERE chain_id = ? "
+        "AND next_retry_at IS NOT NULL AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?",
+        (chain_id, now, limit),
+    ).fetchall()
+    return [VerificationRow(*r) for r in rows]
+
+
+def history(
+    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
+) -> list[HistoryEntry]:
+    """Every report revision of one verdict, oldest first."""
+    rows = conn.execute(
+        "SELECT revision_count, report_digest, parent_digest, status, report_json "
+        "FROM verification_reports WHERE chain_id = ? AND contract = ? AND job_id = ? "
+        "ORDER BY revision_count",
+        (chain_id, contract, job_id),
+    ).fetchall()
+    return [HistoryEntry(*r) for r in rows]
+
+
+def save_document(
+    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str, digest: str, body: bytes
+) -> None:
+    """Keep a document's canonical bytes under its digest (idempotent)."""
+    with _write(conn):
+        conn.execute(
+            "INSERT OR IGNORE INTO verdict_documents (chain_id, contract, job_id, digest, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (chain_id, contract, job_id, digest, body.decode("utf-8")),
+        )
+
+
+def get_document(conn: sqlite3.Connection, digest: str) -> bytes | None:
+    """A stored document by digest, whichever job it was stored for."""
+    row = conn.execute(
+        "SELECT body FROM verdict_documents WHERE digest = ? LIMIT 1", (digest,)
+    ).fetchone()
+    return str(row[0]).encode("utf-8") if row is not None else None
+
+
+def delete_orphans(conn: sqlite3.Connection) -> int:
+    """Drop verifications (and their history) whose verdict event is no longer in ``events``.
+
+    Call after a reorg's rollback, in the same transaction: a verdict that the
+    chain no longer has must not keep a verification.
+    """
+    with _write(conn):
+        deleted = conn.execute(
+            "DELETE FROM verifications WHERE NOT EXISTS (SELECT 1 FROM events e "
+            "WHERE e.chain_id = verifications.chain_id AND e.block_hash = verifications.block_hash "
+            "AND e.log_index = verifications.log_index)"
+        ).rowcount
+        _delete_unowned_history(conn)
+    return int(deleted)
+
+
+def delete_above_block(conn: sqlite3.Connection, chain_id: int, block_number: int) -> int:
+    """Drop verifications of verdicts in blocks above ``block_number`` (a reorg's fork point)."""
+    with _write(conn):
+        deleted = conn.execute(
+            "DELETE FROM verifications WHERE chain_id = ? AND block_number > ?",
+            (chain_id, block_number),
+        ).rowcount
+        _delete_unowned_history(conn)
+    return int(deleted)
+
+
+def _delete_unowned_history(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "DELETE FROM verification_reports WHERE NOT EXISTS (SELECT 1 FROM verifications v "
+        "WHERE v.chain_id = verification_reports.chain_id "
+        "AND v.contract = verification_reports.contract "
+        "AND v.job_id = verification_reports.job_id)"
+    )
