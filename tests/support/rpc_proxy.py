@@ -231,6 +231,10 @@ class RpcProxy:
         except ValueError:
             return web.Response(status=400, text="bad json")
         label = "batch" if isinstance(body, list) else str(body.get("method"))
+        with self._lock:  # recorded on arrival, so calls that later time out still count
+            for item in body if isinstance(body, list) else [body]:
+                if isinstance(item, dict):
+                    self.calls.append((str(item.get("method")), item.get("params") or []))
         try:
             reply = await self._body_faults(label)
             if reply is None:
@@ -290,8 +294,6 @@ class RpcProxy:
         method = str(item.get("method"))
         params = item.get("params") or []
         rid = item.get("id")
-        with self._lock:
-            self.calls.append((method, params))
 
         def error(code: int, message: str) -> dict[str, Any]:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
