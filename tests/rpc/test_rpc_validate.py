@@ -1,0 +1,120 @@
+"""Response validation refuses results that do not answer the query that was sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from keeper.rpc.validate import (
+    InvalidResponse,
+    parse_block,
+    parse_log,
+    quantity,
+    validate_logs,
+)
+
+H1 = "0x" + "11" * 32
+H2 = "0x" + "22" * 32
+ADDR = "0x" + "aa" * 20
+
+
+def raw_log(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "address": ADDR.upper().replace("0X", "0x"),
+        "topics": ["0x" + "AB" * 32],
+        "data": "0x0102",
+        "blockNumber": "0x10",
+        "blockHash": H1,
+        "transactionHash": "0x" + "33" * 32,
+        "transactionIndex": "0x0",
+        "logIndex": "0x1",
+        "removed": False,
+    }
+    base.update(over)
+    return base
+
+
+class TestParse:
+    def test_log_is_normalised(self) -> None:
+        """Hex becomes ints and bytes; addresses and hashes become lowercase."""
+        log = parse_log(raw_log())
+        assert log.address == ADDR
+        assert log.topics == ("0x" + "ab" * 32,)
+        assert log.data == b"\x01\x02"
+        assert (log.block_number, log.tx_index, log.log_index) == (16, 0, 1)
+
+    @pytest.mark.parametrize(
+        "over",
+        [
+            {"address": "0x1234"},
+            {"topics": ["0x12"]},
+            {"topics": ["0x" + "00" * 32] * 5},
+            {"data": "0x123"},
+            {"data": None},
+            {"blockNumber": "16"},
+            {"blockNumber": "0x"},
+            {"blockHash": None},
+            {"logIndex": 1},
+            {"removed": True},
+        ],
+    )
+    def test_malformed_log_is_refused(self, over: dict[str, Any]) -> None:
+        """A missing, non-hex or wrongly sized field, or a removed log, is refused."""
+        with pytest.raises(InvalidResponse):
+            parse_log(raw_log(**over))
+
+    def test_block_header(self) -> None:
+        """A block object yields number, hash, parent and timestamp."""
+        header = parse_block(
+            {"number": "0x2", "hash": H2, "parentHash": H1, "timestamp": "0x64", "extra": 1}
+        )
+        assert (header.number, header.hash, header.parent_hash, header.timestamp) == (
+            2,
+            H2,
+            H1,
+            100,
+        )
+        with pytest.raises(InvalidResponse):
+            parse_block({"number": "0x2", "hash": H2, "timestamp": "0x64"})
+
+    def test_quantity_bounds(self) -> None:
+        """Quantities accept leading zeros but not empty, non-hex or >256-bit values."""
+        assert quantity("0x00", "q") == 0
+        for bad in ("0x", "0xzz", "1", 5, "0x" + "f" * 65):
+            with pytest.raises(InvalidResponse):
+                quantity(bad, "q")
+
+
+class TestValidateLogs:
+    def test_sorted_into_chain_order(self) -> None:
+        """Logs come back sorted by block then log index."""
+        logs = validate_logs(
+            [
+                raw_log(blockNumber="0x11", blockHash=H2, logIndex="0x0"),
+                raw_log(logIndex="0x5"),
+                raw_log(logIndex="0x2"),
+            ],
+            addresses=[ADDR],
+            from_block=16,
+            to_block=17,
+        )
+        assert [(lg.block_number, lg.log_index) for lg in logs] == [(16, 2), (16, 5), (17, 0)]
+
+    @pytest.mark.parametrize(
+        ("logs", "kwargs"),
+        [
+            ([raw_log(), raw_log(logIndex="0x2", blockHash=H2)], {}),
+            ([raw_log(), raw_log()], {}),
+            ([raw_log()], {"from_block": 17}),
+            ([raw_log()], {"to_block": 15}),
+            ([raw_log()], {"addresses": ["0x" + "bb" * 20]}),
+            ([raw_log()], {"block_hash": H2}),
+            ({"logs": []}, {}),
+        ],
+        ids=["two-hashes", "duplicate", "below", "above", "address", "other-block", "not-list"],
+    )
+    def test_inconsistent_answers_are_refused(self, logs: Any, kwargs: dict[str, Any]) -> None:
+        """Two hashes for a block, duplicates, out-of-range or foreign logs are refused."""
+        with pytest.raises(InvalidResponse):
+            validate_logs(logs, **kwargs)
