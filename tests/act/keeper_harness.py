@@ -8,18 +8,19 @@ indexer would reproduce).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eth_abi.abi import decode, encode
 from eth_account import Account
-from web3 import Web3
-from web3.contract import Contract
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 
 from keeper.devnet.anvil import DEV_KEYS, ChainControl, rpc_call
-from keeper.devnet.contracts import load_abi
 from keeper.devnet.deploy import Deployment
 from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus
 from keeper.store.db import connect
@@ -35,8 +36,21 @@ KEEPER_KEYS = (DEV_KEYS[7], DEV_KEYS[8], DEV_KEYS[4])
 SETUP_GAS = 600_000
 
 
+@functools.cache
 def address_of(key: str) -> str:
-    return str(Account.from_key(key).address)
+    return str(Account.from_key(key).address).lower()
+
+
+def calldata(signature: str, *args: Any) -> str:
+    """ABI-encoded call of a flat signature such as ``fund(uint256,uint256,bytes)``."""
+    types = signature[signature.index("(") + 1 : -1].split(",") if "()" not in signature else []
+    return "0x" + (keccak(text=signature)[:4] + encode(types, list(args))).hex()
+
+
+_JOB = (
+    "(uint256,address,address,address,string,uint256,uint256,uint8,address,address,uint256,uint256)"
+)
+_TASK = "(bytes32,address,address,uint256,uint256,bytes4,uint8,bytes32,uint256,uint256,uint256)"
 
 
 def open_db(path: Path) -> sqlite3.Connection:
@@ -51,93 +65,108 @@ class Escrows:
 
     url: str
     d: Deployment
-    w3: Web3 = field(init=False)
     control: ChainControl = field(init=False)
     _nonces: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.w3 = Web3(Web3.HTTPProvider(self.url))
         self.control = ChainControl(self.url)
-        self.usdc = self.contract("MockUSDC", self.d.usdc)
-        self.commerce = self.contract("AgenticCommerce", self.d.commerce)
-        self.tm = self.contract("TaskMarket", self.d.taskmarket)
-        self.tm_strict = self.contract("TaskMarket", self.d.taskmarket_strict)
-
-    def contract(self, name: str, address: str) -> Contract:
-        return self.w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_abi(name))
 
     def now(self) -> int:
         return self.control.timestamp()
 
+    def view(self, to: str, data: str) -> bytes:
+        return bytes.fromhex(
+            str(rpc_call(self.url, "eth_call", [{"to": to, "data": data}, "latest"]))[2:]
+        )
+
     def send(self, key: str, to: str, data: str) -> str:
-        """Sign and send with a locally tracked nonce; anvil automines it immediately."""
+        """Sign and send with a locally tracked nonce and a generous fixed fee."""
         sender = address_of(key)
         if sender not in self._nonces:
-            self._nonces[sender] = int(
-                rpc_call(self.url, "eth_getTransactionCount", [sender, "pending"]), 16
-            )
-        base = int(self.control.block()["baseFeePerGas"], 16)
+            count = rpc_call(self.url, "eth_getTransactionCount", [sender, "pending"])
+            self._nonces[sender] = int(count, 16)
         tx = {
             "type": 2,
             "chainId": 31337,
             "nonce": self._nonces[sender],
-            "to": Web3.to_checksum_address(to),
+            "to": to_checksum_address(to),
             "data": data,
             "value": 0,
             "gas": SETUP_GAS,
-            "maxFeePerGas": 4 * base + 10**9,
+            "maxFeePerGas": 50 * 10**9,
             "maxPriorityFeePerGas": 10**9,
         }
         signed = Account.sign_transaction(tx, key)
         self._nonces[sender] += 1
-        return str(
-            rpc_call(self.url, "eth_sendRawTransaction", ["0x" + signed.raw_transaction.hex()])
-        )
+        raw = "0x" + signed.raw_transaction.hex()
+        return str(rpc_call(self.url, "eth_sendRawTransaction", [raw]))
 
-    def call(self, key: str, contract: Contract, fn: str, *args: Any) -> str:
-        data = contract.encode_abi(fn, args=list(args))
-        tx_hash = self.send(key, contract.address, data)
-        receipt = None
-        for _ in range(200):
-            receipt = rpc_call(self.url, "eth_getTransactionReceipt", [tx_hash])
-            if receipt is not None:
-                break
-            time.sleep(0.01)
-        assert receipt is not None and receipt["status"] == "0x1", f"{fn} failed: {receipt}"
+    def wait(self, tx_hashes: list[str]) -> None:
+        """Require every setup transaction to be mined successfully."""
+        for tx_hash in tx_hashes:
+            receipt = None
+            for _ in range(500):
+                receipt = rpc_call(self.url, "eth_getTransactionReceipt", [tx_hash])
+                if receipt is not None:
+                    break
+                time.sleep(0.01)
+            assert receipt is not None and receipt["status"] == "0x1", f"setup failed: {receipt}"
+
+    def call(self, key: str, to: str, signature: str, *args: Any) -> str:
+        tx_hash = self.send(key, to, calldata(signature, *args))
+        self.wait([tx_hash])
         return tx_hash
+
+    def bulk(self, sends: list[tuple[str, str, str]]) -> None:
+        """Send many (key, to, calldata) into one block with automine paused, then check them."""
+        self.control.set_automine(False)
+        try:
+            hashes = [self.send(key, to, data) for key, to, data in sends]
+            self.control.mine()
+        finally:
+            self.control.set_automine(True)
+        self.wait(hashes)
 
     # ----- ERC-8183 jobs -----
 
     def funded_jobs(self, n: int, expired_at: int, budget: int = 10**6) -> list[str]:
         """``n`` Funded jobs sharing one deadline; returns their ids (decimal strings)."""
-        client = address_of(CLIENT)
-        self.call(DEPLOYER, self.usdc, "mint", client, budget * n)
-        self.call(CLIENT, self.usdc, "approve", self.commerce.address, budget * n)
-        first = int(self.commerce.functions.jobCounter().call()) + 1
-        ids = [str(first + i) for i in range(n)]
-        for job_id in ids:
-            self.call(
-                CLIENT,
-                self.commerce,
-                "createJob",
-                address_of(PROVIDER),
-                address_of(EVALUATOR),
-                expired_at,
-                "keeper test",
-                "0x" + "00" * 20,
-                0,
-            )
-            self.call(
-                CLIENT, self.commerce, "setBudget", int(job_id), self.usdc.address, budget, b""
-            )
-            self.call(CLIENT, self.commerce, "fund", int(job_id), budget, b"")
+        c, usdc = self.d.commerce, self.d.usdc
+        self.call(DEPLOYER, usdc, "mint(address,uint256)", address_of(CLIENT), budget * n)
+        self.call(CLIENT, usdc, "approve(address,uint256)", c, budget * n)
+        (counter,) = decode(["uint256"], self.view(c, calldata("jobCounter()")))
+        ids = [str(counter + 1 + i) for i in range(n)]
+        create = calldata(
+            "createJob(address,address,uint256,string,address,uint256)",
+            address_of(PROVIDER),
+            address_of(EVALUATOR),
+            expired_at,
+            "keeper test",
+            "0x" + "00" * 20,
+            0,
+        )
+        for start in range(0, n, 200):  # 200 jobs x 3 calls stays well under the block gas
+            sends: list[tuple[str, str, str]] = []
+            for job_id in ids[start : start + 200]:
+                j = int(job_id)
+                sends += [
+                    (CLIENT, c, create),
+                    (
+                        CLIENT,
+                        c,
+                        calldata("setBudget(uint256,address,uint256,bytes)", j, usdc, budget, b""),
+                    ),
+                    (CLIENT, c, calldata("fund(uint256,uint256,bytes)", j, budget, b"")),
+                ]
+            self.bulk(sends)
         return ids
 
     def jobs(self, ids: list[str]) -> list[JobState]:
         """Projections of the given jobs, read from the contract at latest."""
         out = []
         for job_id in ids:
-            j = self.commerce.functions.getJob(int(job_id)).call()
+            raw = self.view(self.d.commerce, calldata("getJob(uint256)", int(job_id)))
+            (j,) = decode([_JOB], raw)
             out.append(
                 JobState(
                     contract=self.d.commerce,
@@ -155,18 +184,20 @@ class Escrows:
 
     # ----- task market -----
 
-    def review_task(self, tm: Contract, task_id: str, expiry: int, window: int) -> int:
-        """A task with an evaluator, submitted; returns the evaluation deadline."""
+    def review_task(self, tm: str, task_id: str, expiry: int, window: int) -> int:
+        """A task with an evaluator, claimed and submitted; returns its evaluation deadline."""
         reward = 5 * 10**6
-        requester = address_of(CLIENT)
-        self.call(DEPLOYER, self.usdc, "mint", requester, reward)
-        self.call(CLIENT, self.usdc, "approve", tm.address, reward)
-        self.call(CLIENT, tm, "createTask", bytes.fromhex(task_id[2:]), reward, expiry, b"\x00" * 4)
+        tid = bytes.fromhex(task_id[2:])
+        self.call(DEPLOYER, self.d.usdc, "mint(address,uint256)", address_of(CLIENT), reward)
+        self.call(CLIENT, self.d.usdc, "approve(address,uint256)", tm, reward)
+        self.call(
+            CLIENT, tm, "createTask(bytes32,uint256,uint256,bytes4)", tid, reward, expiry, b"\0" * 4
+        )
         self.call(
             CLIENT,
             tm,
-            "assignEvaluator",
-            bytes.fromhex(task_id[2:]),
+            "assignEvaluator(bytes32,address,uint256,uint16,uint32,uint32,address)",
+            tid,
             address_of(EVALUATOR),
             0,
             100,
@@ -174,14 +205,16 @@ class Escrows:
             600,
             address_of(RESOLVER),
         )
-        self.call(WORKER, tm, "claimTask", bytes.fromhex(task_id[2:]))
-        self.call(WORKER, tm, "submitWork", bytes.fromhex(task_id[2:]), b"\x11" * 32)
-        return int(self.now()) + window
+        self.call(WORKER, tm, "claimTask(bytes32)", tid)
+        self.call(WORKER, tm, "submitWork(bytes32,bytes32)", tid, b"\x11" * 32)
+        return self.now() + window
 
-    def task(self, tm: Contract, task_id: str, evaluation_deadline: int | None) -> TaskState:
-        t = tm.functions.getTask(bytes.fromhex(task_id[2:])).call()
+    def task(self, tm: str, task_id: str, evaluation_deadline: int | None) -> TaskState:
+        """Projection of one task, read at latest; the deadline comes from the caller."""
+        raw = self.view(tm, calldata("getTask(bytes32)", bytes.fromhex(task_id[2:])))
+        (t,) = decode([_TASK], raw)
         return TaskState(
-            contract=tm.address.lower(),
+            contract=tm,
             task_id=task_id,
             requester=t[1].lower(),
             reward=int(t[3]),

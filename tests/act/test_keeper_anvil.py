@@ -52,3 +52,179 @@ class TestBoundary:
         [intent] = keeper.store.all_intents()
         assert (intent.status, intent.outcome) == ("done", "confirmed")
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+
+
+class TestCompetingKeepers:
+    """Several keepers with different keys execute each action exactly once."""
+
+    async def test_three_keepers_one_execution(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """The first keeper refunds; the others record preempted and broadcast nothing."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(3, expiry)
+        keepers = [make_keeper(i) for i in range(3)]
+        escrows.control.mine_at(expiry)
+        decision_head, seen = await head(rpc), escrows.jobs(ids)
+        for keeper in keepers:  # all decide on the same head and the same projections
+            await keeper.tick(decision_head, seen, [])
+        assert [nonce_of(escrows, k) for k in KEEPER_KEYS] == [1, 0, 0]
+        for keeper in keepers[1:]:
+            outcomes = {(i.subject, i.outcome) for i in keeper.store.all_intents()}
+            assert outcomes == {(s, "preempted") for s in ids}
+            assert keeper.store.all_attempts() == []
+        escrows.control.mine()
+        for keeper in keepers:
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert {i.outcome for i in keepers[0].store.all_intents()} == {"confirmed"}
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+        assert [nonce_of(escrows, k) for k in KEEPER_KEYS] == [1, 0, 0]
+
+
+class TestBatching:
+    """Many due actions go out as a few Multicall3 transactions."""
+
+    async def test_hundred_jobs_in_two_batches(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """100 jobs expiring in one block are refunded by two aggregate3 transactions."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(100, expiry)
+        keeper = make_keeper(batch_size=50)
+        escrows.control.mine_at(expiry)
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert summary.sent == 2
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        intents = keeper.store.all_intents()
+        assert len(intents) == 100 and {i.outcome for i in intents} == {"confirmed"}
+        assert len({i.tx_hash for i in intents}) == 2
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 2
+
+    async def test_subject_failing_inside_batch_is_preempted(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A subject another party settles between simulation and inclusion ends preempted."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(3, expiry)
+        keeper = make_keeper()
+        escrows.control.mine_at(expiry)
+        decision_head = await head(rpc)
+        jobs = escrows.jobs(ids)
+        # the gate passes for all three at the decision block...
+        escrows.control.set_automine(False)
+        try:
+            rival = make_keeper(1, batch_size=1)
+            await rival.tick(decision_head, jobs[:1], [])
+            await keeper.tick(decision_head, jobs, [])
+        finally:
+            escrows.control.set_automine(True)
+        escrows.control.mine()
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        outcomes = {i.subject: i.outcome for i in keeper.store.all_intents()}
+        assert outcomes == {ids[0]: "preempted", ids[1]: "confirmed", ids[2]: "confirmed"}
+
+
+class TestPermission:
+    """A requester-only evaluatorTimeout ends not_permitted once, never a retry loop."""
+
+    async def test_not_permitted_once_then_refund_after_expiry(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """evaluatorTimeout is denied exactly once; past expiry the task is refunded instead."""
+        tm = escrows.d.taskmarket_strict
+        task_id = "0x" + "ab" * 32
+        deadline = escrows.review_task(tm, task_id, escrows.now() + 50, window=300)
+        keeper = make_keeper()
+        escrows.control.mine_at(deadline + 1)
+        state = escrows.task(tm, task_id, deadline)
+        summary = await keeper.tick(await head(rpc), [], [state])
+        [intent] = keeper.store.all_intents()
+        assert (intent.action, intent.outcome) == ("evaluatorTimeout", "not_permitted")
+        assert intent.detail == "Unauthorized()" and summary.sent == 0
+        for _ in range(keeper.settings.redecide_after_blocks + 2):
+            escrows.control.mine()
+            await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id, deadline)])
+        timeout_intents = [i for i in keeper.store.all_intents() if i.action == "evaluatorTimeout"]
+        assert timeout_intents == [intent]  # untouched: same decision, same row
+        refunds = [i for i in keeper.store.all_intents() if i.action == "refundExpired"]
+        assert [(i.outcome) for i in refunds] == ["confirmed"]
+        assert escrows.task(tm, task_id, deadline).status.name == "EXPIRED"
+
+    async def test_permissionless_timeout_is_sent(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Where anyone may call evaluatorTimeout, it fires one second past the deadline."""
+        tm = escrows.d.taskmarket
+        task_id = "0x" + "cd" * 32
+        deadline = escrows.review_task(tm, task_id, escrows.now() + 5000, window=300)
+        keeper = make_keeper()
+        escrows.control.mine_at(deadline)
+        assert (
+            await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id, deadline)])
+        ).sent == 0
+        escrows.control.mine_at(deadline + 1)
+        assert (
+            await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id, deadline)])
+        ).sent == 1
+        assert escrows.task(tm, task_id, deadline).status.name == "PENDING_APPROVAL"
+
+
+class TestFees:
+    """Nothing is sent above the fee cap; the work completes when fees fall."""
+
+    async def test_base_fee_spike_waits_then_completes(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Above the cap: fee_cap recorded, no transaction; below it again: confirmed."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        keeper = make_keeper(max_fee_cap=20 * 10**9)
+        escrows.control.set_base_fee(50 * 10**9)
+        escrows.control.mine_at(expiry)
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert summary.fee_cap and summary.sent == 0
+        [intent] = keeper.store.all_intents()
+        assert (intent.status, intent.outcome) == ("open", "fee_cap")
+        assert keeper.store.all_attempts() == []
+        escrows.control.set_base_fee(10**9)
+        escrows.control.mine()
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert summary.sent == 1
+        [attempt] = keeper.store.all_attempts()
+        assert attempt.max_fee <= 20 * 10**9
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        assert keeper.store.all_intents()[0].outcome == "confirmed"
+
+
+class TestModes:
+    """dry_run sends nothing; a signer below the minimum balance stops sending."""
+
+    async def test_dry_run_simulates_only(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """dry_run reports the simulation verdicts and leaves the chain and database alone."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(2, expiry)
+        keeper = make_keeper(dry_run=True)
+        escrows.control.mine_at(expiry)
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert [r.verdict for r in summary.simulated] == ["ok", "ok"]
+        assert summary.sent == 0 and keeper.store.all_intents() == []
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 0
+
+    async def test_low_balance_stops_sending(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Below min_balance_wei nothing is sent and readiness turns false until refunded."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        keeper = make_keeper(min_balance_wei=10**18)
+        escrows.control.set_balance(address_of(KEEPER_KEYS[0]), 10**17)
+        escrows.control.mine_at(expiry)
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert not summary.balance_ok and not keeper.balance_ok and summary.sent == 0
+        escrows.control.set_balance(address_of(KEEPER_KEYS[0]), 10**19)
+        escrows.control.mine()
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert keeper.balance_ok and summary.sent == 1
