@@ -1,3 +1,129 @@
-"""Schema migrations of the index component (see keeper.store.migrations)."""
+"""Schema migrations of the index component (see keeper.store.migrations).
 
-MIGRATIONS: list[str] = []
+``events`` is the source of truth; ``jobs`` and ``tasks`` are projections
+rebuilt from events plus ``chain_reads``. uint256 amounts are TEXT (decimal)
+so nothing is ever rounded through a float or overflows SQLite's int64;
+timestamps and deadlines are INTEGER, saturated at 2**63-1 by the store
+(a deadline that far out means "never").
+"""
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE events (
+        chain_id INTEGER NOT NULL,
+        block_hash TEXT NOT NULL,
+        log_index INTEGER NOT NULL,
+        block_number INTEGER NOT NULL,
+        block_timestamp INTEGER NOT NULL,
+        tx_hash TEXT NOT NULL,
+        tx_index INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        protocol TEXT NOT NULL,
+        name TEXT,
+        variant TEXT NOT NULL,
+        subject TEXT,
+        args_json TEXT NOT NULL,
+        topics_json TEXT NOT NULL,
+        data_hex TEXT NOT NULL,
+        PRIMARY KEY (chain_id, block_hash, log_index)
+    );
+    CREATE INDEX events_subject ON events (chain_id, contract, subject, block_number, log_index);
+    CREATE INDEX events_block ON events (chain_id, block_number);
+    CREATE TABLE blocks (
+        chain_id INTEGER NOT NULL,
+        number INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        parent_hash TEXT NOT NULL,
+        timestamp INTEGER NOT NULL,
+        PRIMARY KEY (chain_id, number)
+    );
+    CREATE TABLE cursor (
+        chain_id INTEGER PRIMARY KEY,
+        indexed_block INTEGER NOT NULL,
+        indexed_hash TEXT NOT NULL,
+        finalized_block INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE chain_reads (
+        chain_id INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        block_number INTEGER NOT NULL,
+        block_hash TEXT NOT NULL,
+        result_json TEXT NOT NULL,
+        PRIMARY KEY (chain_id, contract, subject, kind, block_hash)
+    );
+    CREATE INDEX chain_reads_block ON chain_reads (chain_id, block_number);
+    CREATE TABLE jobs (
+        chain_id INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        client TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        evaluator TEXT NOT NULL,
+        hook TEXT NOT NULL,
+        token TEXT NOT NULL,
+        budget TEXT NOT NULL,
+        funded_amount TEXT NOT NULL,
+        expired_at INTEGER NOT NULL,
+        submitted_at INTEGER,
+        status TEXT NOT NULL,
+        status_code INTEGER NOT NULL,
+        deliverable TEXT,
+        reason TEXT,
+        description TEXT,
+        legacy INTEGER NOT NULL,
+        created_block INTEGER NOT NULL,
+        updated_block INTEGER NOT NULL,
+        verdict_event TEXT,
+        refunded_amount TEXT NOT NULL,
+        paid_amount TEXT NOT NULL,
+        PRIMARY KEY (chain_id, contract, job_id)
+    );
+    CREATE INDEX jobs_status ON jobs (status, contract);
+    CREATE INDEX jobs_contract_status ON jobs (contract, status);
+    CREATE INDEX jobs_client ON jobs (client);
+    CREATE INDEX jobs_provider ON jobs (provider);
+    CREATE INDEX jobs_evaluator ON jobs (evaluator);
+    CREATE INDEX jobs_order ON jobs (created_block, contract, job_id);
+    CREATE TABLE tasks (
+        chain_id INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        requester TEXT NOT NULL,
+        worker TEXT,
+        reward TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        expiry_time INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        status_code INTEGER NOT NULL,
+        deliverable TEXT,
+        evaluator TEXT,
+        evaluator_stake TEXT NOT NULL,
+        evaluator_fee_bps INTEGER NOT NULL,
+        evaluation_window INTEGER NOT NULL,
+        appeal_window INTEGER NOT NULL,
+        dispute_resolver TEXT,
+        submitted_at INTEGER,
+        evaluation_deadline INTEGER,
+        evaluated_at INTEGER,
+        appeal_deadline INTEGER,
+        verdict_type INTEGER,
+        score INTEGER,
+        evidence_hash TEXT,
+        paid_amount TEXT NOT NULL,
+        refunded_amount TEXT NOT NULL,
+        created_block INTEGER NOT NULL,
+        updated_block INTEGER NOT NULL,
+        extra_json TEXT NOT NULL,
+        PRIMARY KEY (chain_id, contract, task_id)
+    );
+    CREATE INDEX tasks_status ON tasks (status, contract);
+    CREATE INDEX tasks_contract_status ON tasks (contract, status);
+    CREATE INDEX tasks_requester ON tasks (requester);
+    CREATE INDEX tasks_worker ON tasks (worker);
+    CREATE INDEX tasks_evaluator ON tasks (evaluator);
+    CREATE INDEX tasks_order ON tasks (created_block, contract, task_id)
+    """,
+]

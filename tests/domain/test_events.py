@@ -185,15 +185,23 @@ class TestMalformed:
     def test_wrong_data_length_is_unknown(self, delta: int) -> None:
         """A data section one byte or one word off the spec's length is not decoded."""
         spec = spec_for("TaskCompleted")
-        values = {"taskId": b"\x01" * 32, "requester": "0x" + "02" * 20,
-                  "worker": "0x" + "03" * 20, "workerPayment": 5, "platformFee": 1}  # fmt: skip
+        values = {
+            "taskId": b"\x01" * 32,
+            "requester": "0x" + "02" * 20,
+            "worker": "0x" + "03" * 20,
+            "workerPayment": 5,
+            "platformFee": 1,
+        }
         topics, payload = _encode(spec, values)
         assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).name == "TaskCompleted"
         bad = payload[:delta] if delta < 0 else payload + b"\x00" * delta
         event = decode_log(_log(topics, bad), Protocol.TASKMARKET, 0)
         assert (event.name, event.variant, event.subject, dict(event.args)) == (
-            None, "unknown", None, {}
-        )  # fmt: skip
+            None,
+            "unknown",
+            None,
+            {},
+        )
 
     def test_wrong_topic_count_is_unknown(self) -> None:
         """A log with an extra or a missing indexed topic is not decoded."""
@@ -212,9 +220,10 @@ class TestMalformed:
     def test_dirty_padding_and_out_of_range_values_are_unknown(self) -> None:
         """An address with high bits set, or a uint8 above 255, is not a valid encoding."""
         spec = spec_for("TaskEvaluated")
-        topics, payload = _encode(spec, {"taskId": b"\x01" * 32,
-                                         "evaluator": "0x" + "04" * 20,
-                                         "verdictType": 2, "score": 90})  # fmt: skip
+        topics, payload = _encode(
+            spec,
+            {"taskId": b"\x01" * 32, "evaluator": "0x" + "04" * 20, "verdictType": 2, "score": 90},
+        )
         assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).args["verdictType"] == 2
         big_verdict = encode(["uint256", "uint16"], [256, 90])
         assert decode_log(_log(topics, big_verdict), Protocol.TASKMARKET, 0).name is None
@@ -244,7 +253,10 @@ class TestDecodeLogs:
         unknown = _log((("0x" + "ee" * 32),), b"", block=11, index=9)
         events = decode_logs([*logs, unknown], {CONTRACT: Protocol.ERC8183}, {10: 100, 11: 110})
         assert [(e.subject, e.block_timestamp) for e in events] == [
-            ("0", 100), ("1", 100), ("3", 110), (None, 110)
-        ]  # fmt: skip
+            ("0", 100),
+            ("1", 100),
+            ("3", 110),
+            (None, 110),
+        ]
         with pytest.raises(KeyError):
             decode_logs(logs, {CONTRACT: Protocol.ERC8183}, {10: 100})

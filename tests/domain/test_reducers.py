@@ -62,8 +62,16 @@ class Chain:
             else:
                 types.append(typ)
                 plain.append(v)
-        log = Log(contract, tuple(topics), encode(types, plain), self.block, self.hash(),
-                  "0x" + f"{self.block:060x}{self.index:04x}", 0, self.index)  # fmt: skip
+        log = Log(
+            contract,
+            tuple(topics),
+            encode(types, plain),
+            self.block,
+            self.hash(),
+            "0x" + f"{self.block:060x}{self.index:04x}",
+            0,
+            self.index,
+        )
         self.index += 1
         event = decode_log(log, spec.protocol, self.time)
         assert event.name == name
@@ -74,8 +82,14 @@ class Chain:
 
 
 def _job_created(c: Chain, job: int, variant: str = "current", **kw: Any) -> Event:
-    values = {"jobId": job, "client": CLIENT, "provider": PROVIDER, "evaluator": EVALUATOR,
-              "expiredAt": c.time + 3600, "hook": "0x" + "00" * 20} | kw  # fmt: skip
+    values = {
+        "jobId": job,
+        "client": CLIENT,
+        "provider": PROVIDER,
+        "evaluator": EVALUATOR,
+        "expiredAt": c.time + 3600,
+        "hook": "0x" + "00" * 20,
+    } | kw
     if variant == "legacy":
         values.pop("hook")
     return c.ev(JOBS, "JobCreated", variant, **values)
@@ -111,13 +125,18 @@ class TestJobs:
         st_ = reduce_job(JOBS, "1", evs, reads)
         assert st_.status is JobStatus.COMPLETED
         assert (st_.client, st_.provider, st_.evaluator, st_.token) == (
-            CLIENT, PROVIDER, EVALUATOR, TOKEN
-        )  # fmt: skip
+            CLIENT,
+            PROVIDER,
+            EVALUATOR,
+            TOKEN,
+        )
         assert (st_.budget, st_.funded_amount, st_.paid_amount) == (10**24, 10**24, 9 * 10**23)
         assert st_.submitted_at == submit_time
         assert (st_.deliverable, st_.reason, st_.verdict_event) == (
-            DELIVERABLE, REASON, "JobCompleted"
-        )  # fmt: skip
+            DELIVERABLE,
+            REASON,
+            "JobCompleted",
+        )
         assert st_.description == '{"brief":"x"}'
         assert (st_.created_block, st_.updated_block, st_.legacy) == (100, 103, False)
 
@@ -181,28 +200,45 @@ class TestJobs:
 
 
 def _task_created(c: Chain, expiry: int, task: str = TASK) -> Event:
-    return c.ev(TASKS, "TaskCreated", taskId=task, requester=CLIENT, reward=10**6,
-                mode="0x636c6169", expiryTime=expiry)  # fmt: skip
+    return c.ev(
+        TASKS,
+        "TaskCreated",
+        taskId=task,
+        requester=CLIENT,
+        reward=10**6,
+        mode="0x636c6169",
+        expiryTime=expiry,
+    )
 
 
 def _config(c: Chain, evaluation: int, appeal: int) -> ChainRead:
-    return c.read(TASKS, TASK, "getTaskEvaluatorConfig", evaluator=EVALUATOR,
-                  evaluatorStake="250", evaluatorFeeBps=500, evaluationWindow=evaluation,
-                  appealWindow=appeal, disputeResolver=RESOLVER)  # fmt: skip
+    return c.read(
+        TASKS,
+        TASK,
+        "getTaskEvaluatorConfig",
+        evaluator=EVALUATOR,
+        evaluatorStake="250",
+        evaluatorFeeBps=500,
+        evaluationWindow=evaluation,
+        appealWindow=appeal,
+        disputeResolver=RESOLVER,
+    )
 
 
 class TestTasks:
     def _reviewed(self, c: Chain) -> tuple[list[Event], list[ChainRead], int]:
         """Create, assign an evaluator, claim and submit; return events, reads, submit time."""
         evs = [_task_created(c, c.time + 100)]
-        evs.append(c.ev(TASKS, "EvaluatorAssigned", taskId=TASK, evaluator=EVALUATOR,
-                        stakeAmount=250))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "EvaluatorAssigned", taskId=TASK, evaluator=EVALUATOR, stakeAmount=250)
+        )
         reads = [_config(c, 86_400, 300)]
         c.next_block()
         evs.append(c.ev(TASKS, "TaskClaimed", taskId=TASK, worker=PROVIDER, stakeAmount=0))
         c.next_block()
-        evs.append(c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER,
-                        deliverable=DELIVERABLE))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER, deliverable=DELIVERABLE)
+        )
         reads.append(_config(c, 86_400, 300))
         return evs, reads, c.time
 
@@ -231,12 +267,15 @@ class TestTasks:
         c.next_block()
         evs.append(c.ev(TASKS, "TaskWorkerSelected", taskId=TASK, worker=PROVIDER))
         assert reduce_task(TASKS, TASK, evs, []).status is TaskStatus.WORKER_SELECTED
-        evs.append(c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER,
-                        deliverable=DELIVERABLE))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER, deliverable=DELIVERABLE)
+        )
         st_ = reduce_task(TASKS, TASK, evs, [])
         assert (st_.status, st_.evaluation_deadline, st_.expiry_time) == (
-            TaskStatus.PENDING_APPROVAL, None, 5_000_000
-        )  # fmt: skip
+            TaskStatus.PENDING_APPROVAL,
+            None,
+            5_000_000,
+        )
 
     def test_evaluation_opens_appeal_window_then_payout(self) -> None:
         """TaskEvaluated -> appealing with appeal deadline; TaskCompleted per award -> accepted."""
@@ -244,10 +283,21 @@ class TestTasks:
         evs, reads, _ = self._reviewed(c)
         c.next_block(600)
         t_eval = c.time
-        evs.append(c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR,
-                        verdictType=2, score=81))  # fmt: skip
-        reads.append(c.read(TASKS, TASK, "getTaskVerdict", issued=True, verdictType=2,
-                            score=81, confidence=90, evidenceHash=REASON))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR, verdictType=2, score=81)
+        )
+        reads.append(
+            c.read(
+                TASKS,
+                TASK,
+                "getTaskVerdict",
+                issued=True,
+                verdictType=2,
+                score=81,
+                confidence=90,
+                evidenceHash=REASON,
+            )
+        )
         st_ = reduce_task(TASKS, TASK, evs, reads)
         assert st_.status is TaskStatus.APPEALING
         assert (st_.verdict_type, st_.score, st_.evaluated_at) == (VerdictType.PARTIAL, 81, t_eval)
@@ -255,12 +305,19 @@ class TestTasks:
         assert (st_.evidence_hash, st_.extra["confidence"]) == (REASON, "90")
         c.next_block(301)
         for worker, pay in ((PROVIDER, 600_000), (CLIENT, 300_000)):
-            evs.append(c.ev(TASKS, "TaskCompleted", taskId=TASK, requester=CLIENT, worker=worker,
-                            workerPayment=pay, platformFee=1000))  # fmt: skip
+            evs.append(
+                c.ev(
+                    TASKS,
+                    "TaskCompleted",
+                    taskId=TASK,
+                    requester=CLIENT,
+                    worker=worker,
+                    workerPayment=pay,
+                    platformFee=1000,
+                )
+            )
         st_ = reduce_task(TASKS, TASK, evs, reads)
-        assert (st_.status, st_.paid_amount, st_.worker) == (
-            TaskStatus.ACCEPTED, 900_000, PROVIDER
-        )  # fmt: skip
+        assert (st_.status, st_.paid_amount, st_.worker) == (TaskStatus.ACCEPTED, 900_000, PROVIDER)
         assert st_.extra["platform_fee"] == "2000"
 
     def test_appeal_and_dispute(self) -> None:
@@ -268,8 +325,9 @@ class TestTasks:
         c = Chain()
         evs, reads, _ = self._reviewed(c)
         c.next_block()
-        evs.append(c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR,
-                        verdictType=1, score=10))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR, verdictType=1, score=10)
+        )
         c.next_block()
         evs.append(c.ev(TASKS, "TaskAppealed", taskId=TASK, appellant=PROVIDER))
         assert reduce_task(TASKS, TASK, evs, reads).status is TaskStatus.DISPUTED
@@ -282,8 +340,9 @@ class TestTasks:
         c = Chain()
         evs, reads, _ = self._reviewed(c)
         c.next_block(90_000)
-        evs.append(c.ev(TASKS, "EvaluatorTimedOut", taskId=TASK, evaluator=EVALUATOR,
-                        forfeitedStake=250))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "EvaluatorTimedOut", taskId=TASK, evaluator=EVALUATOR, forfeitedStake=250)
+        )
         st_ = reduce_task(TASKS, TASK, evs, reads)
         assert (st_.status, st_.evaluator) == (TaskStatus.PENDING_APPROVAL, None)
         c.next_block()
@@ -291,14 +350,17 @@ class TestTasks:
         st_ = reduce_task(TASKS, TASK, evs, reads)
         assert (st_.status, st_.worker, st_.deliverable) == (TaskStatus.OPEN, None, None)
         c.next_block()
-        evs.append(c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=CLIENT,
-                        deliverable=DELIVERABLE))  # fmt: skip
+        evs.append(
+            c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=CLIENT, deliverable=DELIVERABLE)
+        )
         assert reduce_task(TASKS, TASK, evs, reads).status is TaskStatus.PENDING_APPROVAL
 
     def test_terminal_refunds_and_older_shapes(self) -> None:
         """Expired/cancelled record refunds; older TaskCreated and TaskAccepted are understood."""
-        for name, status in (("TaskExpired", TaskStatus.EXPIRED),
-                             ("TaskCancelled", TaskStatus.CANCELLED)):  # fmt: skip
+        for name, status in (
+            ("TaskExpired", TaskStatus.EXPIRED),
+            ("TaskCancelled", TaskStatus.CANCELLED),
+        ):
             c = Chain()
             evs = [_task_created(c, 10)]
             c.next_block()
@@ -306,15 +368,38 @@ class TestTasks:
             st_ = reduce_task(TASKS, TASK, evs, [])
             assert (st_.status, st_.refunded_amount) == (status, 10**6)
         c = Chain()
-        evs = [c.ev(TASKS, "TaskCreated", "older", taskId=TASK, requester=CLIENT, reward=77,
-                    expiryTime=123, mode="0x62656e63")]  # fmt: skip
+        evs = [
+            c.ev(
+                TASKS,
+                "TaskCreated",
+                "older",
+                taskId=TASK,
+                requester=CLIENT,
+                reward=77,
+                expiryTime=123,
+                mode="0x62656e63",
+            )
+        ]
         c.next_block()
-        evs.append(c.ev(TASKS, "TaskAccepted", "older", taskId=TASK, requester=CLIENT,
-                        worker=PROVIDER, workerPayment=70, platformFee=7))  # fmt: skip
+        evs.append(
+            c.ev(
+                TASKS,
+                "TaskAccepted",
+                "older",
+                taskId=TASK,
+                requester=CLIENT,
+                worker=PROVIDER,
+                workerPayment=70,
+                platformFee=7,
+            )
+        )
         st_ = reduce_task(TASKS, TASK, evs, [])
         assert (st_.status, st_.reward, st_.expiry_time, st_.mode) == (
-            TaskStatus.ACCEPTED, 77, 123, "0x62656e63"
-        )  # fmt: skip
+            TaskStatus.ACCEPTED,
+            77,
+            123,
+            "0x62656e63",
+        )
         assert (st_.paid_amount, st_.worker) == (70, PROVIDER)
 
 
@@ -332,21 +417,35 @@ def _random_history(data: st.DataObject) -> tuple[list[Event], list[ChainRead]]:
         if kind == "create":
             events.append(_task_created(c, c.time + 50, task))
         elif kind == "assign":
-            events.append(c.ev(TASKS, "EvaluatorAssigned", taskId=task, evaluator=EVALUATOR,
-                               stakeAmount=1))  # fmt: skip
+            events.append(
+                c.ev(TASKS, "EvaluatorAssigned", taskId=task, evaluator=EVALUATOR, stakeAmount=1)
+            )
             reads.append(replace(_config(c, 100, 50), subject=task))
         elif kind == "submit":
-            events.append(c.ev(TASKS, "TaskSubmitted", taskId=task, worker=PROVIDER,
-                               deliverable=DELIVERABLE))  # fmt: skip
+            events.append(
+                c.ev(TASKS, "TaskSubmitted", taskId=task, worker=PROVIDER, deliverable=DELIVERABLE)
+            )
             reads.append(replace(_config(c, 100, 50), subject=task))
         elif kind == "evaluate":
-            events.append(c.ev(TASKS, "TaskEvaluated", taskId=task, evaluator=EVALUATOR,
-                               verdictType=0, score=1))  # fmt: skip
+            events.append(
+                c.ev(
+                    TASKS, "TaskEvaluated", taskId=task, evaluator=EVALUATOR, verdictType=0, score=1
+                )
+            )
         elif kind == "appeal":
             events.append(c.ev(TASKS, "TaskAppealed", taskId=task, appellant=PROVIDER))
         elif kind == "complete":
-            events.append(c.ev(TASKS, "TaskCompleted", taskId=task, requester=CLIENT,
-                               worker=PROVIDER, workerPayment=3, platformFee=0))  # fmt: skip
+            events.append(
+                c.ev(
+                    TASKS,
+                    "TaskCompleted",
+                    taskId=task,
+                    requester=CLIENT,
+                    worker=PROVIDER,
+                    workerPayment=3,
+                    platformFee=0,
+                )
+            )
         elif kind == "reopen":
             events.append(c.ev(TASKS, "TaskReopened", taskId=task))
         else:

@@ -1,0 +1,519 @@
+"""The index store: events, block window, reads, projections and cursor, committed together.
+
+Every public write is ONE SQLite transaction. The cursor moves in the same
+transaction as the events and blocks it covers, so a crash at any instant
+leaves either the whole batch or none of it; events are keyed by
+``(chain_id, block_hash, log_index)`` and inserted with ``OR IGNORE``, so a
+replayed batch duplicates nothing.
+
+Projections (``jobs``, ``tasks``) are recomputed from the stored events and
+reads of each touched subject, read back inside the same transaction: the
+same code path serves a batch, a rollback and a full rebuild, which is why a
+rebuild gives byte-identical tables. Stored events are re-decoded from their
+raw topics and data, so a decoder fix applies on the next rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any, Final
+
+from keeper.domain.events import decode_log
+from keeper.domain.model import (
+    ArgValue,
+    BlockHeader,
+    ChainRead,
+    Event,
+    JobState,
+    Log,
+    Protocol,
+    TaskState,
+)
+from keeper.domain.reads import PAYMENT_TOKEN
+from keeper.domain.reducers import reduce_job, reduce_task
+from keeper.errors import DeepReorgError, StateCorruptedError
+
+__all__ = [
+    "DEFAULT_KEEP_MARGIN",
+    "INDEX_TABLES",
+    "ApplyResult",
+    "Batch",
+    "Cursor",
+    "IndexStore",
+    "decode_result",
+    "encode_args",
+]
+
+# Window blocks kept below the finalized block: a node's "finalized" can lag
+# a little between endpoints, and a few spare hashes make the startup
+# re-check of the window cheap. Costs a few rows.
+DEFAULT_KEEP_MARGIN: Final = 16
+INT64_MAX: Final = 2**63 - 1
+
+# table -> columns excluded from dump() because they are wall-clock volatile
+INDEX_TABLES: Final[dict[str, tuple[str, ...]]] = {
+    "events": (),
+    "blocks": (),
+    "cursor": ("updated_at",),
+    "chain_reads": (),
+    "jobs": (),
+    "tasks": (),
+}
+
+_EVENT_COLS: Final = (
+    "block_hash, log_index, block_number, block_timestamp, tx_hash, tx_index, "
+    "contract, protocol, name, variant, subject, args_json, topics_json, data_hex"
+)
+_LOAD_COLS: Final = (
+    "e.contract, e.subject, e.protocol, e.topics_json, e.data_hex, e.block_number, "
+    "e.block_hash, e.tx_hash, e.tx_index, e.log_index, e.block_timestamp, tr.result_json"
+)
+# The paymentToken read pinned at an event's block comes along with the event
+# row (a primary-key lookup), so loading a subject never scans a contract's
+# whole read history.
+_TOKEN_JOIN: Final = (
+    "LEFT JOIN chain_reads tr ON tr.chain_id = e.chain_id AND tr.contract = e.contract "
+    "AND tr.subject = '' AND tr.kind = 'paymentToken' AND tr.block_hash = e.block_hash "
+    "AND e.name = 'BudgetSet'"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """How far the index is complete, and which block hash that point has."""
+
+    indexed_block: int
+    indexed_hash: str
+    finalized_block: int
+
+
+@dataclass(slots=True)
+class Batch:
+    """Everything one sync step commits at once."""
+
+    events: list[Event]
+    blocks: list[BlockHeader]
+    reads: list[ChainRead]
+    indexed_block: int
+    indexed_hash: str
+    finalized_block: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What a batch changed: counts for metrics and logs."""
+
+    new_events: int
+    unknown_events: int
+    touched: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+
+    @property
+    def touched_subjects(self) -> int:
+        return len(self.touched)
+
+
+# --- value codecs -------------------------------------------------------------------
+
+
+def _jsonable(value: ArgValue) -> Any:
+    """ints as decimal strings (uint256 must survive any JSON reader), tuples as lists."""
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    return [_jsonable(v) for v in value]
+
+
+def encode_args(args: Any) -> str:
+    """Compact JSON of an args/result mapping, keys in their given order."""
+    return json.dumps({k: _jsonable(v) for k, v in args.items()}, separators=(",", ":"))
+
+
+def _decoded_args_json(args: Mapping[str, ArgValue]) -> str:
+    """encode_args for decode_log output, without json.dumps (hot path, ~4x faster).
+
+    Safe only because decode_log emits identifier keys and hex/int/bool values,
+    none of which needs escaping; it gives the same bytes as encode_args.
+    """
+    return (
+        "{"
+        + ",".join(
+            [
+                f'"{k}":{"true" if v else "false"}' if v is True or v is False else f'"{k}":"{v}"'
+                for k, v in args.items()
+            ]
+        )
+        + "}"
+    )
+
+
+def _from_json(value: Any) -> ArgValue:
+    if isinstance(value, list):
+        return tuple(_from_json(v) for v in value)
+    if isinstance(value, bool | int | str):
+        return value
+    return str(value)
+
+
+def decode_result(result_json: str) -> dict[str, ArgValue]:
+    """A stored read result; ints stay decimal strings (reducers accept both)."""
+    return {k: _from_json(v) for k, v in json.loads(result_json).items()}
+
+
+def _sat(value: int | None) -> int | None:
+    """Saturate a uint256 time into SQLite's int64: that far out means never."""
+    return None if value is None else min(value, INT64_MAX)
+
+
+def _job_row(chain_id: int, s: JobState) -> tuple[Any, ...]:
+    return (
+        chain_id, s.contract, s.job_id, s.client, s.provider, s.evaluator, s.hook, s.token,
+        str(s.budget), str(s.funded_amount), _sat(s.expired_at), _sat(s.submitted_at),
+        s.status.label, int(s.status), s.deliverable, s.reason, s.description, int(s.legacy),
+        s.created_block, s.updated_block, s.verdict_event, str(s.refunded_amount),
+        str(s.paid_amount),
+    )  # fmt: skip
+
+
+def _task_row(chain_id: int, s: TaskState) -> tuple[Any, ...]:
+    return (
+        chain_id, s.contract, s.task_id, s.requester, s.worker, str(s.reward), s.mode,
+        _sat(s.expiry_time), s.status.label, int(s.status), s.deliverable, s.evaluator,
+        str(s.evaluator_stake), _sat(s.evaluator_fee_bps), _sat(s.evaluation_window),
+        _sat(s.appeal_window), s.dispute_resolver, _sat(s.submitted_at),
+        _sat(s.evaluation_deadline), _sat(s.evaluated_at), _sat(s.appeal_deadline),
+        None if s.verdict_type is None else int(s.verdict_type), _sat(s.score), s.evidence_hash,
+        str(s.paid_amount), str(s.refunded_amount), s.created_block, s.updated_block,
+        json.dumps(s.extra, sort_keys=True, separators=(",", ":")),
+    )  # fmt: skip
+
+
+_JOB_INSERT: Final = f"INSERT INTO jobs VALUES ({','.join('?' * 23)})"
+_TASK_INSERT: Final = f"INSERT INTO tasks VALUES ({','.join('?' * 29)})"
+
+
+def _topics_json(topics: tuple[str, ...]) -> str:
+    return json.dumps(list(topics), separators=(",", ":"))
+
+
+def _event_row(chain_id: int, e: Event) -> tuple[Any, ...]:
+    log = e.log
+    return (
+        chain_id, log.block_hash, log.log_index, log.block_number, e.block_timestamp,
+        log.tx_hash, log.tx_index, e.contract, e.protocol.value, e.name, e.variant, e.subject,
+        _decoded_args_json(e.args) if e.name is not None else "{}",
+        '["' + '","'.join(log.topics) + '"]' if e.name is not None else _topics_json(log.topics),
+        "0x" + log.data.hex(),
+    )  # fmt: skip
+
+
+def _load_event(row: Sequence[Any]) -> Event:
+    """Re-decode a stored raw log (the row holds everything decode_log needs)."""
+    contract, _subject, protocol, topics_json, data_hex = row[0], row[1], row[2], row[3], row[4]
+    log = Log(
+        address=contract,
+        topics=tuple(json.loads(topics_json)),
+        data=bytes.fromhex(data_hex[2:]),
+        block_number=row[5],
+        block_hash=row[6],
+        tx_hash=row[7],
+        tx_index=row[8],
+        log_index=row[9],
+    )
+    return decode_log(log, Protocol(protocol), row[10])
+
+
+def _read_from_row(row: Sequence[Any]) -> ChainRead:
+    return ChainRead(row[0], row[1], row[2], row[3], row[4], decode_result(row[5]))
+
+
+class IndexStore:
+    """Writes of the index component for one chain; callers own the connection."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, chain_id: int, *, keep_margin: int = DEFAULT_KEEP_MARGIN
+    ) -> None:
+        self.conn = conn
+        self.chain_id = chain_id
+        self.keep_margin = keep_margin
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS touched (contract TEXT NOT NULL, "
+            "subject TEXT NOT NULL, PRIMARY KEY (contract, subject)) WITHOUT ROWID"
+        )
+
+    # --- reads ------------------------------------------------------------------------
+
+    def cursor(self) -> Cursor | None:
+        row = self.conn.execute(
+            "SELECT indexed_block, indexed_hash, finalized_block FROM cursor WHERE chain_id = ?",
+            (self.chain_id,),
+        ).fetchone()
+        return None if row is None else Cursor(int(row[0]), str(row[1]), int(row[2]))
+
+    def window(self) -> list[BlockHeader]:
+        rows = self.conn.execute(
+            "SELECT number, hash, parent_hash, timestamp FROM blocks WHERE chain_id = ? "
+            "ORDER BY number",
+            (self.chain_id,),
+        ).fetchall()
+        return [BlockHeader(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every index table of this chain, fully sorted, volatile columns left out."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for table, volatile in INDEX_TABLES.items():
+            cols = [
+                str(r[1])
+                for r in self.conn.execute(f"PRAGMA table_info({table})").fetchall()
+                if r[1] not in volatile
+            ]
+            order = ", ".join(str(i + 1) for i in range(len(cols)))
+            rows = self.conn.execute(
+                f"SELECT {', '.join(cols)} FROM {table} WHERE chain_id = ? ORDER BY {order}",
+                (self.chain_id,),
+            ).fetchall()
+            out[table] = [tuple(r) for r in rows]
+        return out
+
+    # --- writes -----------------------------------------------------------------------
+
+    def apply_batch(self, batch: Batch) -> ApplyResult:
+        """Commit a batch atomically and idempotently; see the module docstring."""
+        with self._transaction():
+            return self._apply(batch)
+
+    def rollback_to(self, fork_point: int) -> set[tuple[str, str]]:
+        """Forget everything above ``fork_point`` and rebuild what it touched; one transaction."""
+        with self._transaction():
+            return self._rollback(fork_point)
+
+    def rebuild_all(self) -> None:
+        """Recompute every projection of this chain from stored events and reads."""
+        with self._transaction():
+            c, cid = self.conn, self.chain_id
+            c.execute("DELETE FROM jobs WHERE chain_id = ?", (cid,))
+            c.execute("DELETE FROM tasks WHERE chain_id = ?", (cid,))
+            rows = c.execute(
+                f"SELECT {_LOAD_COLS} FROM events e {_TOKEN_JOIN} WHERE e.chain_id = ? "
+                "AND e.subject IS NOT NULL ORDER BY e.contract, e.subject, e.block_number, "
+                "e.log_index",
+                (cid,),
+            )
+            reads = c.execute(
+                "SELECT contract, subject, kind, block_number, block_hash, result_json "
+                "FROM chain_reads WHERE chain_id = ?",
+                (cid,),
+            ).fetchall()
+            self._write_projections(rows, [_read_from_row(r) for r in reads])
+
+    # --- internals --------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (KeyboardInterrupt too)."""
+        if self.conn.in_transaction:
+            raise StateCorruptedError("IndexStore write inside a foreign open transaction")
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _apply(self, batch: Batch) -> ApplyResult:
+        c, cid = self.conn, self.chain_id
+        known = [_event_row(cid, e) for e in batch.events if e.name is not None]
+        unknown = [_event_row(cid, e) for e in batch.events if e.name is None]
+        insert = f"INSERT OR IGNORE INTO events ({'chain_id, ' + _EVENT_COLS}) VALUES "
+        insert += f"({','.join('?' * 15)})"
+        before = c.total_changes
+        c.executemany(insert, known)
+        new_known = c.total_changes - before
+        before = c.total_changes
+        c.executemany(insert, unknown)
+        new_unknown = c.total_changes - before
+
+        c.executemany(
+            "INSERT INTO blocks (chain_id, number, hash, parent_hash, timestamp) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (chain_id, number) DO UPDATE SET "
+            "hash = excluded.hash, parent_hash = excluded.parent_hash, "
+            "timestamp = excluded.timestamp",
+            [(cid, b.number, b.hash, b.parent_hash, b.timestamp) for b in batch.blocks],
+        )
+        c.executemany(
+            "INSERT OR REPLACE INTO chain_reads (chain_id, contract, subject, kind, "
+            "block_number, block_hash, result_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (cid, r.contract, r.subject, r.kind, r.block_number, r.block_hash,
+                 encode_args(r.result))
+                for r in batch.reads
+            ],
+        )  # fmt: skip
+
+        touched = {(e.contract, e.subject) for e in batch.events if e.subject is not None}
+        touched.update((r.contract, r.subject) for r in batch.reads if r.subject)
+        in_batch = {(e.contract, e.log.block_hash) for e in batch.events}
+        for r in batch.reads:
+            if not r.subject and (r.contract, r.block_hash) not in in_batch:
+                # a contract-level read arriving late: touch the subjects at its block
+                in_batch.add((r.contract, r.block_hash))
+                touched.update(
+                    (str(row[0]), str(row[1]))
+                    for row in c.execute(
+                        "SELECT contract, subject FROM events WHERE chain_id = ? AND "
+                        "block_hash = ? AND contract = ? AND subject IS NOT NULL",
+                        (cid, r.block_hash, r.contract),
+                    )
+                )
+        self._rebuild_subjects(touched, batch.events)
+        self._set_cursor(batch.indexed_block, batch.indexed_hash, batch.finalized_block)
+        c.execute(
+            "DELETE FROM blocks WHERE chain_id = ? AND number < ?",
+            (cid, batch.finalized_block - self.keep_margin),
+        )
+        return ApplyResult(new_known + new_unknown, new_unknown, frozenset(touched))
+
+    def _rollback(self, fork_point: int) -> set[tuple[str, str]]:
+        c, cid = self.conn, self.chain_id
+        current = self.cursor()
+        row = c.execute(
+            "SELECT hash FROM blocks WHERE chain_id = ? AND number = ?", (cid, fork_point)
+        ).fetchone()
+        if row is not None:
+            fork_hash = str(row[0])
+        elif current is not None and current.indexed_block == fork_point:
+            fork_hash = current.indexed_hash
+        else:
+            depth = (current.indexed_block if current else fork_point) - fork_point
+            raise DeepReorgError(
+                f"fork point {fork_point} is not in the stored block window",
+                depth_at_least=max(depth, 0),
+            )
+        touched = {
+            (str(r[0]), str(r[1]))
+            for r in c.execute(
+                "SELECT DISTINCT contract, subject FROM events WHERE chain_id = ? "
+                "AND block_number > ? AND subject IS NOT NULL "
+                "UNION SELECT DISTINCT contract, subject FROM chain_reads WHERE chain_id = ? "
+                "AND block_number > ? AND subject != ''",
+                (cid, fork_point, cid, fork_point),
+            )
+        }
+        for table, col in (("events", "block_number"), ("chain_reads", "block_number"),
+                           ("blocks", "number")):  # fmt: skip
+            c.execute(f"DELETE FROM {table} WHERE chain_id = ? AND {col} > ?", (cid, fork_point))
+        self._rebuild_subjects(touched)
+        finalized = min(current.finalized_block, fork_point) if current else fork_point
+        self._set_cursor(fork_point, fork_hash, finalized)
+        return touched
+
+    def _set_cursor(self, indexed_block: int, indexed_hash: str, finalized_block: int) -> None:
+        self.conn.execute(
+            "INSERT INTO cursor (chain_id, indexed_block, indexed_hash, finalized_block, "
+            "updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (chain_id) DO UPDATE SET "
+            "indexed_block = excluded.indexed_block, indexed_hash = excluded.indexed_hash, "
+            "finalized_block = excluded.finalized_block, updated_at = excluded.updated_at",
+            (self.chain_id, indexed_block, indexed_hash, finalized_block, time.time()),
+        )
+
+    def _rebuild_subjects(
+        self, touched: Iterable[tuple[str, str]], fresh: Sequence[Event] = ()
+    ) -> None:
+        """Replace the projections of the given subjects with fresh reductions.
+
+        ``fresh`` are events just written: their stored rows decode to the very
+        same Event (same block hash and log index means the same log), so they
+        are reused instead of decoded again.
+        """
+        c, cid = self.conn, self.chain_id
+        c.execute("DELETE FROM temp.touched")
+        c.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?, ?)", touched)
+        c.execute(
+            "DELETE FROM jobs WHERE chain_id = ? AND (contract, job_id) IN "
+            "(SELECT contract, subject FROM temp.touched)",
+            (cid,),
+        )
+        c.execute(
+            "DELETE FROM tasks WHERE chain_id = ? AND (contract, task_id) IN "
+            "(SELECT contract, subject FROM temp.touched)",
+            (cid,),
+        )
+        reads = c.execute(
+            "SELECT r.contract, r.subject, r.kind, r.block_number, r.block_hash, r.result_json "
+            "FROM temp.touched t CROSS JOIN chain_reads r ON r.chain_id = ? AND "
+            "r.contract = t.contract AND r.subject = t.subject",
+            (cid,),
+        ).fetchall()
+        # Raw topics/data of the fresh blocks are not fetched: those rows are
+        # in ``fresh`` already (a rare miss is fetched by primary key).
+        numbers = [e.log.block_number for e in fresh]
+        lo, hi = (min(numbers), max(numbers)) if numbers else (1, 0)
+        lite = _LOAD_COLS.replace(
+            "e.topics_json, e.data_hex",
+            "CASE WHEN e.block_number BETWEEN ? AND ? THEN NULL ELSE e.topics_json END, "
+            "CASE WHEN e.block_number BETWEEN ? AND ? THEN NULL ELSE e.data_hex END",
+        )
+        rows = c.execute(
+            f"SELECT {lite} FROM temp.touched t CROSS JOIN events e ON e.chain_id = ? AND "
+            f"e.contract = t.contract AND e.subject = t.subject {_TOKEN_JOIN}",
+            (lo, hi, lo, hi, cid),
+        ).fetchall()
+        # sorted here: SQLite would build a temp B-tree of whole rows for ORDER BY
+        rows.sort(key=lambda r: (r[0], r[1], r[5], r[9]))
+        known = {(e.log.block_hash, e.log.log_index): e for e in fresh}
+        self._write_projections(rows, [_read_from_row(r) for r in reads], known)
+
+    def _write_projections(
+        self,
+        rows: Iterable[Sequence[Any]],
+        reads: list[ChainRead],
+        known: Mapping[tuple[str, int], Event] | None = None,
+    ) -> None:
+        """Group event rows (sorted by contract, subject) and insert one projection each."""
+        by_subject: dict[tuple[str, str], list[ChainRead]] = {}
+        for r in reads:
+            by_subject.setdefault((r.contract, r.subject), []).append(r)
+        known = known or {}
+        jobs: list[tuple[Any, ...]] = []
+        tasks: list[tuple[Any, ...]] = []
+        for (contract, subject), group in groupby(rows, key=lambda r: (r[0], r[1])):
+            events: list[Event] = []
+            mine = list(by_subject.get((contract, subject), ()))
+            for row in group:
+                event = known.get((row[6], row[9]))
+                if event is None:
+                    event = _load_event(row if row[3] is not None else self._full_row(row))
+                events.append(event)
+                if row[11] is not None:
+                    mine.append(
+                        ChainRead(contract, "", PAYMENT_TOKEN, row[5], row[6],
+                                  decode_result(row[11]))
+                    )  # fmt: skip
+            if events[0].protocol is Protocol.ERC8183:
+                jobs.append(_job_row(self.chain_id, reduce_job(contract, subject, events, mine)))
+            else:
+                tasks.append(_task_row(self.chain_id, reduce_task(contract, subject, events, mine)))
+            if len(jobs) + len(tasks) >= 5000:
+                self._flush(jobs, tasks)
+        self._flush(jobs, tasks)
+
+    def _full_row(self, row: Sequence[Any]) -> Sequence[Any]:
+        full = self.conn.execute(
+            "SELECT topics_json, data_hex FROM events WHERE chain_id = ? AND block_hash = ? "
+            "AND log_index = ?",
+            (self.chain_id, row[6], row[9]),
+        ).fetchone()
+        return (*row[:3], full[0], full[1], *row[5:])
+
+    def _flush(self, jobs: list[tuple[Any, ...]], tasks: list[tuple[Any, ...]]) -> None:
+        self.conn.executemany(_JOB_INSERT, jobs)
+        self.conn.executemany(_TASK_INSERT, tasks)
+        jobs.clear()
+        tasks.clear()

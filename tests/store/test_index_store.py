@@ -1,0 +1,298 @@
+"""IndexStore: atomic idempotent batches, rollback, rebuild, window pruning."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from index_builders import JOBS, LEGACY_JOBS, TOKEN, Synth, SynthBlock, batch_of
+
+from keeper.domain.model import BlockHeader
+from keeper.domain.reducers import reduce_job, reduce_task
+from keeper.errors import DeepReorgError
+from keeper.store.db import connect
+from keeper.store.index_store import Batch, IndexStore
+from keeper.store.migrations import migrate
+
+CHAIN = 31337
+
+
+def _store(tmp_path: Path, name: str = "index.db") -> IndexStore:
+    conn = connect(tmp_path / name)
+    migrate(conn)
+    return IndexStore(conn, CHAIN, keep_margin=4)
+
+
+def _apply_in_chunks(store: IndexStore, blocks: list[SynthBlock], size: int, lag: int) -> None:
+    for i in range(0, len(blocks), size):
+        chunk = blocks[i : i + size]
+        store.apply_batch(batch_of(chunk, finalized=max(chunk[-1].header.number - lag, 0)))
+
+
+class TestApply:
+    def test_projections_equal_direct_reduction(self, tmp_path: Path) -> None:
+        """Stored job and task rows equal what the reducers give on the same events and reads."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=5).blocks(1, 30)
+        result = store.apply_batch(batch_of(blocks, finalized=20))
+        events = [e for b in blocks for e in b.events]
+        reads = [r for b in blocks for r in b.reads]
+        assert result.new_events == len(events)
+        assert result.unknown_events == sum(1 for e in events if e.name is None) > 0
+        jobs = {(r["contract"], r["job_id"]): r for r in store.conn.execute("SELECT * FROM jobs")}
+        tasks = {
+            (r["contract"], r["task_id"]): r for r in store.conn.execute("SELECT * FROM tasks")
+        }
+        subjects = {(e.contract, e.subject) for e in events if e.subject is not None}
+        assert result.touched == subjects
+        assert set(jobs) | set(tasks) == subjects
+        for (contract, subject), row in jobs.items():
+            want = reduce_job(contract, subject, events, reads)
+            assert (row["status"], row["status_code"]) == (want.status.label, int(want.status))
+            assert (row["budget"], row["token"]) == (str(want.budget), want.token)
+            assert (row["description"], row["legacy"]) == (want.description, int(want.legacy))
+        for (contract, subject), row in tasks.items():
+            want = reduce_task(contract, subject, events, reads)
+            assert (row["status"], row["evaluation_deadline"]) == (
+                want.status.label,
+                want.evaluation_deadline,
+            )
+        legacy_tokens = {
+            r["token"] for r in jobs.values() if r["contract"] == LEGACY_JOBS and r["budget"] != "0"
+        }
+        assert legacy_tokens == {TOKEN}
+
+    def test_uint256_amounts_survive_and_times_saturate(self, tmp_path: Path) -> None:
+        """A 2**256-1 budget is stored exactly as text; a huge expiry saturates to int64."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=5).blocks(1, 40)
+        store.apply_batch(batch_of(blocks, finalized=0))
+        budgets = {r[0] for r in store.conn.execute("SELECT budget FROM jobs")}
+        assert str(2**256 - 1) in budgets
+        args = store.conn.execute(
+            "SELECT args_json FROM events WHERE name = 'BudgetSet' AND args_json LIKE ?",
+            (f"%{2**256 - 1}%",),
+        ).fetchone()
+        assert args is not None
+        created = next(e for b in blocks for e in b.events if e.name == "JobCreated")
+        huge = replace(
+            created,
+            args={**created.args, "expiredAt": 2**256 - 1},
+            log=replace(created.log, log_index=999),
+        )
+        store.apply_batch(Batch([huge], [], [], 40, blocks[-1].header.hash, 0))
+        row = store.conn.execute(
+            "SELECT expired_at FROM jobs WHERE contract = ? AND job_id = ?",
+            (created.contract, created.subject),
+        ).fetchone()
+        assert row[0] == 2**63 - 1
+
+    def test_reapplying_a_batch_changes_nothing(self, tmp_path: Path) -> None:
+        """The same batch twice gives the same tables and zero new events."""
+        store = _store(tmp_path)
+        batch = batch_of(Synth(seed=6).blocks(1, 15), finalized=5)
+        store.apply_batch(batch)
+        before = store.dump()
+        again = store.apply_batch(batch)
+        assert (again.new_events, again.unknown_events) == (0, 0)
+        assert store.dump() == before
+
+    def test_chunked_apply_equals_one_batch_and_rebuild_is_identical(self, tmp_path: Path) -> None:
+        """Many small batches, one big batch and a full rebuild give identical dumps."""
+        blocks = Synth(seed=7).blocks(1, 40)
+        small, big = _store(tmp_path, "a.db"), _store(tmp_path, "b.db")
+        _apply_in_chunks(small, blocks, 3, lag=0)
+        big.apply_batch(batch_of(blocks, finalized=40))
+        assert small.dump() == big.dump()
+        small.conn.execute("UPDATE jobs SET status = 'bogus'")
+        small.conn.execute("DELETE FROM tasks")
+        small.rebuild_all()
+        assert small.dump() == big.dump()
+
+    def test_window_is_pruned_below_finalized_minus_margin(self, tmp_path: Path) -> None:
+        """Blocks older than finalized - keep_margin leave the window; the cursor follows."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=8, events_per_block=1).blocks(1, 20)
+        store.apply_batch(batch_of(blocks, finalized=15))
+        assert [b.number for b in store.window()] == list(range(11, 21))
+        cur = store.cursor()
+        assert cur is not None
+        assert (cur.indexed_block, cur.indexed_hash, cur.finalized_block) == (
+            20,
+            blocks[-1].header.hash,
+            15,
+        )
+
+    def test_late_contract_level_read_updates_the_legacy_job(self, tmp_path: Path) -> None:
+        """A paymentToken read arriving in a later batch than its BudgetSet still applies."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=9).blocks(1, 30)
+        token_reads = [r for b in blocks for r in b.reads if r.kind == "paymentToken"]
+        assert token_reads
+        without = batch_of(blocks, finalized=0)
+        without.reads = [r for r in without.reads if r.kind != "paymentToken"]
+        store.apply_batch(without)
+        tokens = "SELECT count(*) FROM jobs WHERE contract = ? AND token = ?"
+        assert store.conn.execute(tokens, (LEGACY_JOBS, TOKEN)).fetchone()[0] == 0
+        late = Batch([], [], token_reads, 30, blocks[-1].header.hash, 0)
+        assert store.apply_batch(late).touched_subjects > 0
+        assert store.conn.execute(tokens, (LEGACY_JOBS, TOKEN)).fetchone()[0] > 0
+
+
+class TestAtomicity:
+    def test_failing_batch_leaves_nothing(self, tmp_path: Path) -> None:
+        """A batch failing after its events were inserted rolls back events, reads and cursor."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=10).blocks(1, 10)
+        store.apply_batch(batch_of(blocks[:5], finalized=0))
+        before = store.dump()
+        bad = batch_of(blocks[5:], finalized=0)
+        bad.blocks.append(BlockHeader(11, None, "0x", 0))  # type: ignore[arg-type]
+        with pytest.raises(sqlite3.IntegrityError):
+            store.apply_batch(bad)
+        assert not store.conn.in_transaction
+        assert store.dump() == before
+
+    def test_sigkill_mid_sync_loses_and_duplicates_nothing(self, tmp_path: Path) -> None:
+        """After SIGKILL during a stream of batches the DB is a consistent prefix of the chain."""
+        db = tmp_path / "killed.db"
+        here = Path(__file__).parent
+        script = textwrap.dedent(f"""
+            import sys; sys.path.insert(0, {str(here)!r})
+            from index_builders import Synth, batch_of
+            from keeper.store.db import connect
+            from keeper.store.index_store import IndexStore
+            from keeper.store.migrations import migrate
+            conn = connect({str(db)!r}); migrate(conn)
+            store = IndexStore(conn, {CHAIN}, keep_margin=4)
+            blocks = Synth(seed=11, events_per_block=40).blocks(1, 400)
+            print("ready", flush=True)
+            for i in range(0, 400, 2):
+                store.apply_batch(batch_of(blocks[i:i + 2], finalized=max(i - 10, 0)))
+        """)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # kill once the stream is well under way
+                probe = IndexStore(connect(db, readonly=True), CHAIN).cursor()
+                if probe is not None and probe.indexed_block >= 40:
+                    break
+                time.sleep(0.02)
+            time.sleep(0.05)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        store = IndexStore(connect(db), CHAIN, keep_margin=4)
+        cur = store.cursor()
+        assert cur is not None and 0 < cur.indexed_block < 400, "kill landed mid-stream"
+        top = store.conn.execute("SELECT max(block_number) FROM events").fetchone()[0]
+        assert top == cur.indexed_block
+        killed = store.dump()
+        reference = _store(tmp_path, "ref.db")
+        blocks = Synth(seed=11, events_per_block=40).blocks(1, cur.indexed_block)
+        for i in range(0, len(blocks), 2):
+            reference.apply_batch(batch_of(blocks[i : i + 2], finalized=max(i - 10, 0)))
+        assert killed == reference.dump()
+        store.rebuild_all()
+        assert store.dump() == killed
+
+
+class TestRollback:
+    def test_rollback_then_replay_equals_fresh_apply(self, tmp_path: Path) -> None:
+        """Reorg at 12: rolling back and applying the new branch equals indexing it directly."""
+        main = Synth(seed=12)
+        blocks_a = main.blocks(1, 20)
+        branch = Synth(seed=12)
+        common = branch.blocks(1, 12)
+        branch.switch_fork("b")
+        blocks_b = branch.blocks(13, 20, parent=common[-1].header.hash)
+        assert [b.header.hash for b in common] == [b.header.hash for b in blocks_a[:12]]
+
+        store = _store(tmp_path, "reorged.db")
+        _apply_in_chunks(store, blocks_a, 5, lag=10)
+        above = {(e.contract, e.subject) for b in blocks_a[12:] for e in b.events if e.subject}
+        touched = store.rollback_to(12)
+        assert touched == above
+        cur = store.cursor()
+        assert cur is not None
+        assert (cur.indexed_block, cur.indexed_hash) == (12, blocks_a[11].header.hash)
+        assert store.window()[-1].number == 12
+        store.apply_batch(batch_of(blocks_b, finalized=10))
+
+        fresh = _store(tmp_path, "fresh.db")
+        _apply_in_chunks(fresh, common, 5, lag=10)
+        fresh.apply_batch(batch_of(blocks_b, finalized=10))
+        assert store.dump() == fresh.dump()
+
+    def test_rollback_removes_subjects_created_above_fork(self, tmp_path: Path) -> None:
+        """A job whose only events were orphaned disappears from the projections."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=13).blocks(1, 10)
+        store.apply_batch(batch_of(blocks, finalized=0))
+        born_late = {
+            e.subject
+            for b in blocks[5:]
+            for e in b.events
+            if e.name == "JobCreated" and e.contract == JOBS
+        }
+        assert born_late
+        store.rollback_to(5)
+        ids = {
+            r[0] for r in store.conn.execute("SELECT job_id FROM jobs WHERE contract = ?", (JOBS,))
+        }
+        assert not (born_late & ids)
+        assert (
+            store.conn.execute(
+                "SELECT count(*) FROM chain_reads WHERE block_number > 5"
+            ).fetchone()[0]
+            == 0
+        )
+
+    def test_fork_below_window_is_a_deep_reorg(self, tmp_path: Path) -> None:
+        """A fork point no longer in the window raises DeepReorgError and changes nothing."""
+        store = _store(tmp_path)
+        store.apply_batch(batch_of(Synth(seed=14).blocks(1, 30), finalized=30))
+        before = store.dump()
+        with pytest.raises(DeepReorgError) as err:
+            store.rollback_to(3)
+        assert err.value.depth_at_least == 27
+        assert store.dump() == before
+
+    def test_status_moves_back_on_rollback(self, tmp_path: Path) -> None:
+        """A job completed in an orphaned block gets back the status it had at the fork point."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=15).blocks(1, 30)
+        store.apply_batch(batch_of(blocks, finalized=0))
+        events = [e for b in blocks for e in b.events]
+        completed = next(
+            e
+            for e in events
+            if e.name == "JobCompleted"
+            and any(
+                o.subject == e.subject
+                and o.contract == e.contract
+                and o.log.block_number < e.log.block_number
+                for o in events
+            )
+        )
+        fork = completed.log.block_number - 1
+        store.rollback_to(fork)
+        prefix = [e for e in events if e.log.block_number <= fork]
+        reads = [r for b in blocks[:fork] for r in b.reads]
+        want = reduce_job(completed.contract, completed.subject or "", prefix, reads)
+        row = store.conn.execute(
+            "SELECT status FROM jobs WHERE contract = ? AND job_id = ?",
+            (completed.contract, completed.subject),
+        ).fetchone()
+        assert row[0] == want.status.label != "completed"
