@@ -55,15 +55,15 @@ class DatabaseCollector(Collector):
     """prometheus_client collector over :class:`DbGaugeSources`.
 
     ``contracts`` maps a contract address to (name, protocol): the metric label
-    is the configured name (readable, bounded), and every status of a known
-    contract is exported, zero included, so dashboards see a flat line rather
-    than a missing series.
+    is the configured name (readable, bounded), and every status of a contract
+    whose protocol is given is exported, zero included, so dashboards see a
+    flat line rather than a missing series.
     """
 
     def __init__(
         self,
         sources: DbGaugeSources,
-        contracts: Mapping[str, tuple[str, Protocol]] | None = None,
+        contracts: Mapping[str, tuple[str, Protocol | None]] | None = None,
     ) -> None:
         self._sources = sources
         self._contracts = dict(contracts or {})

@@ -1,0 +1,377 @@
+"""The aiohttp application: health, metrics, the read-only JSON API and the status page.
+
+It runs inside the daemon's event loop, so every database read and every
+metrics scrape (whose collector runs SQL) goes through a small thread pool
+with its own read-only connections. Errors are JSON with a stable shape:
+``{"error": code, "message": ..., "parameter": ...}``; an unexpected failure
+is a bare 500 whose detail goes to the log only, never to the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from keeper.api.dbstats import sqlite_sources
+from keeper.api.health import Check
+from keeper.api.page import render_not_found, render_status, render_subject
+from keeper.api.params import (
+    BadParam,
+    parse_job_id,
+    parse_list_query,
+    parse_task_id,
+    resolve_contract,
+)
+from keeper.api.reads import ApiReads
+from keeper.domain.model import Protocol
+from keeper.obs.dbgauges import DatabaseCollector
+from keeper.obs.logging import get_logger
+
+__all__ = ["READS_KEY", "Readiness", "StatusProvider", "VerificationReader", "make_app"]
+
+T = TypeVar("T")
+StatusProvider = Callable[[], Mapping[str, Any]]
+Readiness = Callable[[], Mapping[str, Check] | Awaitable[Mapping[str, Check]]]
+# (contract address, job id) -> {"status", "failures", "report_digest", ...} or None
+VerificationReader = Callable[[str, str], Mapping[str, Any] | None]
+# (contract address, job id) -> {"document": ..., "report": ...} or None
+VerdictReader = Callable[[str, str], Mapping[str, Any] | None]
+
+READS_KEY = web.AppKey("reads", ApiReads)
+_log = get_logger(__name__)
+_SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=partial(json.dumps, separators=(",", ":")))
+
+
+def _error(status: int, code: str, message: str, parameter: str | None = None) -> web.Response:
+    body: dict[str, Any] = {"error": code, "message": message}
+    if parameter is not None:
+        body["parameter"] = parameter
+    return _json(body, status)
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+    response.headers["Content-Security-Policy"] = _PAGE_CSP
+    return response
+
+
+@web.middleware
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        response = await handler(request)
+    except BadParam as exc:
+        response = _error(400, "bad_parameter", exc.message, exc.param)
+    except web.HTTPNotFound:
+        response = _error(404, "not_found", f"no route for {request.path}")
+    except web.HTTPMethodNotAllowed as exc:
+        response = _error(405, "method_not_allowed", f"{exc.method} is not allowed here")
+    except web.HTTPException:
+        raise
+    except sqlite3.OperationalError as exc:
+        _log.warning("api_database_unavailable", path=request.path, error=str(exc))
+        response = _error(503, "database_unavailable", "the database cannot be read right now")
+    except Exception:
+        _log.exception("api_internal_error", path=request.path)
+        response = _error(500, "internal", "internal error")
+    for name, value in _SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+class _Handlers:
+    """Route handlers sharing the read model, the pool and the injected providers."""
+
+    def __init__(
+        self,
+        reads: ApiReads,
+        registry: CollectorRegistry,
+        status_provider: StatusProvider,
+        readiness: Readiness | None,
+        contracts: Mapping[str, str],
+        verification: VerificationReader | None,
+        verdicts: VerdictReader | None,
+        pool: ThreadPoolExecutor,
+    ) -> None:
+        self.reads = reads
+        self.registry = registry
+        self.status_provider = status_provider
+        self.readiness = readiness
+        self.contracts = dict(contracts)
+        self.names = {address: name for name, address in self.contracts.items()}
+        self.verification = verification
+        self.verdicts = verdicts
+        self.pool = pool
+        self.openapi = resources.files("keeper.api").joinpath("openapi.json").read_bytes()
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+    # --- health and metrics -------------------------------------------------------------
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        return _json({"status": "ok"})
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        if self.readiness is None:
+            return _json({"ready": True, "checks": {}})
+        result = self.readiness()
+        checks = await result if inspect.isawaitable(result) else result
+        ready = all(c.ok for c in checks.values())
+        body = {
+            "ready": ready,
+            "checks": {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()},
+            "failed": sorted(name for name, c in checks.items() if not c.ok),
+        }
+        return _json(body, 200 if ready else 503)
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        payload = await self._run(lambda: generate_latest(self.registry))
+        response = web.Response(body=payload)
+        # 0.0.4: the text format every Prometheus 2.x parses; the body is the same
+        response.headers["Content-Type"] = CONTENT_TYPE_PLAIN_0_0_4
+        return response
+
+    async def openapi_doc(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.openapi, content_type="application/json")
+
+    # --- JSON API -----------------------------------------------------------------------
+
+    def _live(self) -> dict[str, Any]:
+        try:
+            return dict(self.status_provider())
+        except Exception:
+            _log.exception("api_status_provider_failed")
+            return {}
+
+    async def status(self, _request: web.Request) -> web.Response:
+        db = await self._run(self.reads.status)
+        locked = await self._run(self.reads.locked)
+        live = self._live()
+        cursor = db["cursor"] or {}
+        lag = live.get("lag_seconds")
+        if lag is None and db["indexed_block_timestamp"] is not None:
+            lag = max(0, int(time.time()) - int(db["indexed_block_timestamp"]))
+        contracts = []
+        addresses = set(self.names) | set(db["counts"])
+        for address in sorted(addresses):
+            contracts.append(
+                {
+                    "name": self.names.get(address),
+                    "address": address,
+                    "counts": db["counts"].get(address, {}),
+                    "locked": [
+                        {"token": r["token"], "amount": r["amount"]}
+                        for r in locked
+                        if r["contract"] == address
+                    ],
+                }
+            )
+        body = {
+            "chain_id": live.get("chain_id", cursor.get("chain_id")),
+            "head_block": live.get("head_block"),
+            "finalized_block": live.get("finalized_block", cursor.get("finalized_block")),
+            "indexed_block": cursor.get("indexed_block"),
+            "indexed_hash": cursor.get("indexed_hash"),
+            "lag_seconds": lag,
+            "halted": bool(live.get("halt_reason")),
+            "halt_reason": live.get("halt_reason"),
+            "contracts": contracts,
+            "keeper": {
+                **dict(live.get("keeper") or {}),
+                "backlog": db["keeper_backlog"],
+                "outcomes": db["keeper_outcomes"],
+            },
+        }
+        return _json(body)
+
+    async def list_jobs(self, request: web.Request) -> web.Response:
+        return await self._list("jobs", request)
+
+    async def list_tasks(self, request: web.Request) -> web.Response:
+        return await self._list("tasks", request)
+
+    async def _list(self, kind: Any, request: web.Request) -> web.Response:
+        query = {k: request.query.getall(k) for k in request.query}
+        parsed = parse_list_query(kind, query, self.contracts)
+        page = await self._run(lambda: self.reads.list_subjects(parsed))
+        for item in page.items:
+            item["contract_name"] = self.names.get(item["contract"])
+        return _json({"items": page.items, "next_cursor": page.next_cursor})
+
+    async def _job(self, request: web.Request) -> tuple[str, str, dict[str, Any] | None]:
+        contract = resolve_contract(request.match_info["contract"], self.contracts)
+        job_id = parse_job_id(request.match_info["job_id"])
+        item = await self._run(lambda: self.reads.job(contract, job_id))
+        if item is not None:
+            item["contract_name"] = self.names.get(contract)
+            item["verification"] = (
+                await self._run(lambda: self.verification(contract, job_id))  # type: ignore[misc]
+                if self.verification is not None
+                else None
+            )
+        return contract, job_id, item
+
+    async def _task(self, request: web.Request) -> tuple[str, str, dict[str, Any] | None]:
+        contract = resolve_contract(request.match_info["contract"], self.contracts)
+        task_id = parse_task_id(request.match_info["task_id"])
+        item = await self._run(lambda: self.reads.task(contract, task_id))
+        if item is not None:
+            item["contract_name"] = self.names.get(contract)
+        return contract, task_id, item
+
+    async def get_job(self, request: web.Request) -> web.Response:
+        contract, job_id, item = await self._job(request)
+        if item is None:
+            return _error(404, "not_found", f"no job {job_id} on {contract}")
+        return _json(item)
+
+    async def get_task(self, request: web.Request) -> web.Response:
+        contract, task_id, item = await self._task(request)
+        if item is None:
+            return _error(404, "not_found", f"no task {task_id} on {contract}")
+        return _json(item)
+
+    async def get_verdict(self, request: web.Request) -> web.Response:
+        contract = resolve_contract(request.match_info["contract"], self.contracts)
+        job_id = parse_job_id(request.match_info["job_id"])
+        found = (
+            await self._run(lambda: self.verdicts(contract, job_id))  # type: ignore[misc]
+            if self.verdicts is not None
+            else None
+        )
+        if found is None:
+            return _error(404, "not_found", f"no stored verdict for job {job_id} on {contract}")
+        return _json({"contract": contract, "job_id": job_id, **found})
+
+    # --- HTML ---------------------------------------------------------------------------
+
+    async def index(self, _request: web.Request) -> web.Response:
+        return _html(await self._status_page())
+
+    async def _status_page(self, message: str = "") -> str:
+        db = await self._run(self.reads.status)
+        locked = await self._run(self.reads.locked)
+        recent = await self._run(self.reads.recent_verdicts)
+        if self.verification is not None:
+            for v in recent:
+                v["verification"] = await self._run(
+                    partial(self.verification, v["contract"], v["job_id"])
+                )
+        return render_status(self._live(), db, locked, recent, self.contracts, message)
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        """The lookup box's target: redirect to the detail page, or explain what is wrong."""
+        contract_text = request.query.get("contract", "")
+        subject = request.query.get("id", "").strip()
+        try:
+            contract = resolve_contract(contract_text, self.contracts)
+            kind = "tasks" if subject.startswith("0x") else "jobs"
+            subject = (
+                parse_task_id(subject, "id") if kind == "tasks" else parse_job_id(subject, "id")
+            )
+        except BadParam as exc:
+            return _html(await self._status_page(f"{exc.param}: {exc.message}"), 400)
+        name = self.names.get(contract, contract)
+        raise web.HTTPFound(f"/{kind}/{name}/{subject}")
+
+    async def job_page(self, request: web.Request) -> web.Response:
+        try:
+            contract, job_id, item = await self._job(request)
+        except BadParam as exc:
+            return _html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
+        if item is None:
+            what = f"No job {job_id} on {self.names.get(contract, contract)}."
+            return _html(render_not_found(what, self.contracts), 404)
+        return _html(render_subject("jobs", item, self.names.get(contract, contract)))
+
+    async def task_page(self, request: web.Request) -> web.Response:
+        try:
+            contract, task_id, item = await self._task(request)
+        except BadParam as exc:
+            return _html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
+        if item is None:
+            what = f"No task {task_id} on {self.names.get(contract, contract)}."
+            return _html(render_not_found(what, self.contracts), 404)
+        return _html(render_subject("tasks", item, self.names.get(contract, contract)))
+
+
+def make_app(
+    db_path: str | Path,
+    registry: CollectorRegistry,
+    status_provider: StatusProvider,
+    *,
+    readiness: Readiness | None = None,
+    contracts: Mapping[str, str] | None = None,
+    protocols: Mapping[str, Protocol] | None = None,
+    chain_id: int | None = None,
+    verification: VerificationReader | None = None,
+    verdicts: VerdictReader | None = None,
+    db_gauges: bool = True,
+    read_threads: int = 2,
+) -> web.Application:
+    """Build the HTTP application.
+
+    ``contracts`` maps configured names to addresses (paths and filters accept
+    either); ``protocols`` maps those addresses to their protocol, so the
+    database gauges export zero series for every status. With ``db_gauges``
+    the scrape-time database collector is registered on ``registry``.
+    ``status_provider`` returns the daemon's live view (chain_id, head_block,
+    finalized_block, lag_seconds, halt_reason, keeper: {...}); ``readiness``
+    returns named :class:`Check` results, sync or async.
+    """
+    names = dict(contracts or {})
+    reads = ApiReads(db_path, chain_id)
+    pool = ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="keeper-api")
+    if db_gauges:
+        by_address = {
+            address: (name, (protocols or {}).get(address)) for name, address in names.items()
+        }
+        registry.register(DatabaseCollector(sqlite_sources(db_path), by_address))
+    h = _Handlers(reads, registry, status_provider, readiness, names, verification, verdicts, pool)
+
+    app = web.Application(middlewares=[_errors])
+    app[READS_KEY] = reads
+    app.router.add_get("/healthz", h.healthz)
+    app.router.add_get("/readyz", h.readyz)
+    app.router.add_get("/metrics", h.metrics)
+    app.router.add_get("/openapi.json", h.openapi_doc)
+    app.router.add_get("/v1/status", h.status)
+    app.router.add_get("/v1/jobs", h.list_jobs)
+    app.router.add_get("/v1/jobs/{contract}/{job_id}", h.get_job)
+    app.router.add_get("/v1/tasks", h.list_tasks)
+    app.router.add_get("/v1/tasks/{contract}/{task_id}", h.get_task)
+    app.router.add_get("/v1/verdicts/{contract}/{job_id}", h.get_verdict)
+    app.router.add_get("/", h.index)
+    app.router.add_get("/lookup", h.lookup)
+    app.router.add_get("/jobs/{contract}/{job_id}", h.job_page)
+    app.router.add_get("/tasks/{contract}/{task_id}", h.task_page)
+
+    async def _close(_app: web.Application) -> None:
+        pool.shutdown(wait=True)
+        reads.close()
+
+    app.on_cleanup.append(_close)
+    return app

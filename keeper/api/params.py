@@ -1,0 +1,176 @@
+"""Query-string parsing for the JSON API: pure, and every failure names its parameter.
+
+Cursors are opaque to clients (base64url JSON) but carry a kind tag, so a
+jobs cursor replayed against /v1/tasks is a 400, not a silently wrong page.
+Pagination is keyset (``created_block, contract, id`` strictly below the
+cursor), so pages stay stable while the indexer appends new rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from keeper.domain.model import JobStatus, TaskStatus
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "BadParam",
+    "Kind",
+    "ListQuery",
+    "decode_cursor",
+    "encode_cursor",
+    "parse_job_id",
+    "parse_list_query",
+    "parse_task_id",
+    "resolve_contract",
+]
+
+Kind = Literal["jobs", "tasks"]
+# Pages are served from one read transaction; 500 rows keep a response small
+# enough for a status page and a scrape-like client to parse quickly.
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+# uint256 as a decimal string is at most 78 digits
+_MAX_JOB_ID = 2**256 - 1
+
+_ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_TASK_ID_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_PARTIES: dict[str, tuple[str, ...]] = {
+    "jobs": ("client", "provider", "evaluator"),
+    "tasks": ("requester", "worker", "evaluator"),
+}
+_STATUSES: dict[str, tuple[str, ...]] = {
+    "jobs": tuple(s.label for s in JobStatus),
+    "tasks": tuple(s.label for s in TaskStatus),
+}
+
+
+class BadParam(Exception):
+    """A request parameter is invalid; ``param`` is its name as the client sent it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """A validated list request; ``after`` is the decoded cursor key."""
+
+    kind: Kind
+    contract: str | None = None
+    statuses: tuple[str, ...] = ()
+    parties: Mapping[str, str] = field(default_factory=dict)
+    limit: int = DEFAULT_LIMIT
+    after: tuple[int, str, str] | None = None
+
+
+def encode_cursor(kind: Kind, key: tuple[int, str, str]) -> str:
+    raw = json.dumps([kind[0], *key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(kind: Kind, token: str) -> tuple[int, str, str]:
+    """The key inside ``token``; raises BadParam('cursor') for anything not minted by us."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        tag, block, contract, subject = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise BadParam("cursor", "not a cursor returned by this API") from None
+    if (
+        tag != kind[0]
+        or isinstance(block, bool)
+        or not isinstance(block, int)
+        or not isinstance(contract, str)
+        or not isinstance(subject, str)
+    ):
+        raise BadParam("cursor", f"not a cursor for /v1/{kind}")
+    return block, contract, subject
+
+
+def resolve_contract(value: str, contracts: Mapping[str, str], param: str = "contract") -> str:
+    """A configured contract name or any address, as a lowercase address."""
+    if value in contracts:
+        return contracts[value]
+    if _ADDRESS_RE.match(value):
+        return value.lower()
+    known = ", ".join(sorted(contracts)) or "none configured"
+    raise BadParam(param, f"unknown contract {value!r} (names: {known}; or a 0x address)")
+
+
+def parse_job_id(value: str, param: str = "jobId") -> str:
+    """Job ids are canonical decimal strings, the form they are stored in."""
+    if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
+        raise BadParam(param, f"not a job id (a decimal integer): {value[:80]!r}")
+    if int(value) > _MAX_JOB_ID:
+        raise BadParam(param, "out of the uint256 range")
+    return value
+
+
+def parse_task_id(value: str, param: str = "taskId") -> str:
+    if not _TASK_ID_RE.match(value):
+        raise BadParam(param, f"not a task id (0x + 64 hex): {value[:80]!r}")
+    return value.lower()
+
+
+def _single(query: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = query.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise BadParam(name, "given more than once")
+    return values[0]
+
+
+def parse_list_query(
+    kind: Kind, query: Mapping[str, Sequence[str]], contracts: Mapping[str, str]
+) -> ListQuery:
+    """Validate a list request's query string (each name mapped to all its values)."""
+    allowed = {"contract", "status", "limit", "cursor", *_PARTIES[kind]}
+    for name in query:
+        if name not in allowed:
+            raise BadParam(name, f"unknown parameter (allowed: {', '.join(sorted(allowed))})")
+
+    contract_text = _single(query, "contract")
+    contract = resolve_contract(contract_text, contracts) if contract_text is not None else None
+
+    statuses: tuple[str, ...] = ()
+    status_text = _single(query, "status")
+    if status_text is not None:
+        statuses = tuple(s.strip() for s in status_text.split(",") if s.strip())
+        bad = [s for s in statuses if s not in _STATUSES[kind]]
+        if bad or not statuses:
+            raise BadParam(
+                "status",
+                f"unknown status {', '.join(map(repr, bad)) or repr(status_text)} "
+                f"(one or more of: {', '.join(_STATUSES[kind])})",
+            )
+
+    parties: dict[str, str] = {}
+    for name in _PARTIES[kind]:
+        value = _single(query, name)
+        if value is not None:
+            if not _ADDRESS_RE.match(value):
+                raise BadParam(name, f"not an address: {value[:80]!r}")
+            parties[name] = value.lower()
+
+    limit = DEFAULT_LIMIT
+    limit_text = _single(query, "limit")
+    if limit_text is not None:
+        if not limit_text.isascii() or not limit_text.isdigit():
+            raise BadParam("limit", f"not an integer: {limit_text[:80]!r}")
+        limit = int(limit_text)
+        if not 1 <= limit <= MAX_LIMIT:
+            raise BadParam("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+
+    cursor_text = _single(query, "cursor")
+    after = decode_cursor(kind, cursor_text) if cursor_text is not None else None
+    return ListQuery(kind, contract, statuses, parties, limit, after)
