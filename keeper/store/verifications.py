@@ -48,7 +48,32 @@ class HistoryEntry:
     report_json: str
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedVerdict:
+    """A verdict event from ``events`` joined with its job's projection (``jobs``)."""
+
+    chain_id: int
+    contract: str
+    job_id: str
+    event_name: str
+    tx_hash: str
+    block_hash: str
+    block_number: int
+    log_index: int
+    reason: str
+    deliverable: str | None
+    evaluator: str
+    description: str | None
+
+
 _COLUMNS = tuple(f.name for f in fields(VerificationRow))
+_VERDICT_QUERY = (
+    "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, e.block_number, "
+    "e.log_index, coalesce(json_extract(e.args_json, '$.reason'), j.reason), j.deliverable, "
+    "j.evaluator, j.description FROM events e JOIN jobs j ON j.chain_id = e.chain_id "
+    "AND j.contract = e.contract AND j.job_id = e.subject "
+    "WHERE e.chain_id = ? AND e.name IN ('JobCompleted', 'JobRejected') "
+)
 _KEY = ("chain_id", "contract", "job_id")
 
 
@@ -203,3 +228,29 @@ def _delete_unowned_history(conn: sqlite3.Connection) -> None:
         "AND v.contract = verification_reports.contract "
         "AND v.job_id = verification_reports.job_id)"
     )
+
+
+def pending_verdicts(
+    conn: sqlite3.Connection, chain_id: int, limit: int = 100
+) -> list[IndexedVerdict]:
+    """Indexed verdict events that have no verification of that very event yet, oldest first."""
+    rows = conn.execute(
+        _VERDICT_QUERY + "AND NOT EXISTS (SELECT 1 FROM verifications v "
+        "WHERE v.chain_id = e.chain_id AND v.contract = e.contract AND v.job_id = e.subject "
+        "AND v.block_hash = e.block_hash AND v.log_index = e.log_index) "
+        "ORDER BY e.block_number, e.log_index LIMIT ?",
+        (chain_id, limit),
+    ).fetchall()
+    return [IndexedVerdict(*r) for r in rows]
+
+
+def indexed_verdict(
+    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
+) -> IndexedVerdict | None:
+    """The latest indexed verdict event of one job, with its job's facts."""
+    row = conn.execute(
+        _VERDICT_QUERY + "AND e.contract = ? AND e.subject = ? "
+        "ORDER BY e.block_number DESC, e.log_index DESC LIMIT 1",
+        (chain_id, contract, job_id),
+    ).fetchone()
+    return IndexedVerdict(*row) if row is not None else None

@@ -1,5 +1,6 @@
 """``keeper verify``: check one job's verdict straight from an RPC endpoint, or its stored history.
 
+``--from-index`` takes the same facts from the daemon's database instead.
 Standalone mode needs no daemon and no database: it reads the job's
 ``JobCompleted``/``JobRejected`` event and the last ``JobSubmitted`` before it
 with ``eth_getLogs`` (filtered by topic0 and the jobId topic), and ``getJob``
@@ -38,7 +39,13 @@ from keeper.verify.configured import build_verifier
 from keeper.verify.failures import exit_code
 from keeper.verify.report import ChainRef, Report, stored_report, validate_history
 from keeper.verify.sources import Source
-from keeper.verify.verifier import Outcome, Verdict, Verifier, verify_verdict
+from keeper.verify.verifier import (
+    Outcome,
+    Verdict,
+    Verifier,
+    verdict_from_index,
+    verify_verdict,
+)
 
 EXIT_USAGE = 2
 EXIT_UNDETERMINED = 3
@@ -215,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--id", required=True, type=int, dest="job_id", help="job id")
     parser.add_argument("--json", action="store_true", help="print the report's canonical JSON")
     parser.add_argument("--history", action="store_true", help="check the stored report chain")
+    parser.add_argument(
+        "--from-index", action="store_true", help="read the verdict from the database, not RPC"
+    )
     parser.add_argument("--rpc-url", help="RPC endpoint (default: the config's first)")
     parser.add_argument("--from-block", type=int, default=0, help="first block to search")
     return parser
@@ -235,6 +245,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.history:
             return _history(config.database.path, config.chain.chain_id, args, out)
         verifier = build_verifier(config.verdicts)
+        if args.from_index:
+            item = _from_index(config.database.path, config.chain.chain_id, args)
+            outcome = asyncio.run(verify_verdict(item, verifier))
+            _print_outcome(outcome, args.json, out)
+            return exit_code(outcome.status)
         rpc_url = args.rpc_url or (config.chain.rpc_urls[0] if config.chain.rpc_urls else "")
         if not rpc_url:
             raise ConfigError("no RPC endpoint: set chain.rpc_urls or pass --rpc-url")
@@ -276,6 +291,19 @@ def _print_outcome(outcome: Outcome, as_json: bool, out: TextIO) -> None:
         out.write(f"  {failure.code.value} at {failure.pointer or '(root)'}: {failure.detail}\n")
     out.write(f"document digest: {outcome.document_digest or '-'}\n")
     out.write(f"report digest: {outcome.report.digest}\n")
+
+
+def _from_index(db_path: str, chain_id: int, args: argparse.Namespace) -> Verdict:
+    if not Path(db_path).exists():
+        raise ConfigError(f"database {db_path} does not exist")
+    conn = connect(db_path, readonly=True)
+    try:
+        row = store.indexed_verdict(conn, chain_id, args.contract.lower(), str(args.job_id))
+    finally:
+        conn.close()
+    if row is None:
+        raise VerdictNotFound(f"no indexed JobCompleted/JobRejected for job {args.job_id}")
+    return verdict_from_index(row)
 
 
 def _history(db_path: str, chain_id: int, args: argparse.Namespace, out: TextIO) -> int:

@@ -207,6 +207,51 @@ async def verify_and_record(
     return row
 
 
+def verdict_from_index(row: store.IndexedVerdict) -> Verdict:
+    """The verifier's input from the index: no RPC needed, the indexer already read it all."""
+    job_id = int(row.job_id)
+    facts = VerdictFacts(
+        job_id=job_id,
+        event_name=row.event_name,
+        reason=row.reason.lower(),
+        deliverable=row.deliverable.lower() if row.deliverable else None,
+        evaluator=row.evaluator.lower(),
+        description=row.description,
+    )
+    chain = ChainRef(
+        chain_id=row.chain_id,
+        contract=row.contract,
+        job_id=job_id,
+        event=row.event_name,
+        tx_hash=row.tx_hash,
+        block_hash=row.block_hash,
+        block_number=row.block_number,
+        log_index=row.log_index,
+        reason=facts.reason,
+        deliverable=facts.deliverable,
+        evaluator=facts.evaluator,
+    )
+    return Verdict(chain, facts)
+
+
+async def verify_pending(
+    conn: sqlite3.Connection, chain_id: int, verifier: Verifier, now: int, limit: int = 50
+) -> int:
+    """The daemon's step: verify newly indexed verdicts, then retries that are due.
+
+    Returns how many verdicts were verified. Call it after each committed batch
+    (and periodically for retries); after a reorg call ``delete_orphans`` first.
+    """
+    todo = [verdict_from_index(r) for r in store.pending_verdicts(conn, chain_id, limit)]
+    for due in store.due_for_retry(conn, chain_id, now, limit):
+        row = store.indexed_verdict(conn, chain_id, due.contract, due.job_id)
+        if row is not None:
+            todo.append(verdict_from_index(row))
+    for item in todo:
+        await verify_and_record(conn, item, verifier, now)
+    return len(todo)
+
+
 async def verify_with_retries(
     verdict: Verdict,
     verifier: Verifier,

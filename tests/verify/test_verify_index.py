@@ -1,0 +1,175 @@
+"""The daemon path: verdicts read from the index, verified, retried and dropped on reorg."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EvaluatorServer
+from verify_helpers import COMPLETE, DESCRIPTION, EVALUATOR, body, verdict
+
+from keeper.store import verifications as store
+from keeper.store.db import connect
+from keeper.store.migrations import migrate
+from keeper.verify.canonical import digest, keccak_hex
+from keeper.verify.command import main
+from keeper.verify.sources import ContentSource, HttpSource
+from keeper.verify.verifier import Verifier, verify_pending
+
+CHAIN_ID = 31337
+CONTRACT = "0x" + "c1" * 20
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    db = connect(tmp_path / "keeper.db")
+    migrate(db)
+    yield db
+    db.close()
+
+
+def _insert(conn: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
+    """Insert a row giving NOT NULL columns the test does not care about a neutral value."""
+    row: dict[str, Any] = {}
+    for _, name, kind, notnull, _, _ in conn.execute(f"PRAGMA table_info({table})").fetchall():
+        if name in values:
+            row[name] = values[name]
+        elif notnull:
+            row[name] = 0 if "INT" in kind.upper() else ""
+    marks = ", ".join("?" * len(row))
+    conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
+
+
+def _index(conn: sqlite3.Connection, doc: dict[str, Any], content: bytes, block: int) -> None:
+    """What the indexer writes for a job that was submitted and then judged."""
+    job_id = str(doc["jobId"])
+    name = "JobCompleted" if doc["esito"] == "complete" else "JobRejected"
+    _insert(
+        conn,
+        "events",
+        {
+            "chain_id": CHAIN_ID,
+            "block_hash": "0x" + f"{block:064x}",
+            "log_index": 1,
+            "block_number": block,
+            "tx_hash": "0x" + f"{block + 7:064x}",
+            "contract": CONTRACT,
+            "protocol": "erc8183",
+            "name": name,
+            "variant": "current",
+            "subject": job_id,
+            "args_json": json.dumps(
+                {"jobId": job_id, "evaluator": EVALUATOR, "reason": digest(doc)}
+            ),
+            "topics_json": "[]",
+        },
+    )
+    _insert(
+        conn,
+        "jobs",
+        {
+            "chain_id": CHAIN_ID,
+            "contract": CONTRACT,
+            "job_id": job_id,
+            "evaluator": EVALUATOR,
+            "deliverable": keccak_hex(content),
+            "reason": digest(doc),
+            "description": DESCRIPTION,
+            "verdict_event": name,
+        },
+    )
+
+
+def _verifier(server: EvaluatorServer) -> Verifier:
+    return Verifier(
+        [HttpSource(server.base + "/v1/jobs/{jobId}", "/verdict")],
+        [ContentSource(server.base + "/v1/content/{hash}")],
+    )
+
+
+def _publish(server: EvaluatorServer, doc: dict[str, Any], content: bytes) -> None:
+    server.serve(f"/v1/jobs/{doc['jobId']}", json.dumps({"verdict": doc}).encode())
+    server.serve(f"/v1/content/{keccak_hex(content)}", content)
+
+
+class TestVerifyPending:
+    async def test_indexed_verdict_is_verified_once(
+        self, conn: sqlite3.Connection, evaluator: EvaluatorServer
+    ) -> None:
+        """A newly indexed verdict is verified; a second pass finds nothing new."""
+        doc = verdict(3, COMPLETE, "complete")
+        _index(conn, doc, COMPLETE, block=10)
+        _publish(evaluator, doc, COMPLETE)
+        assert await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1000) == 1
+        row = store.get_verification(conn, CHAIN_ID, CONTRACT, "3")
+        assert row is not None and row.status == "verified" and row.block_number == 10
+        assert await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1001) == 0
+
+    async def test_retry_when_due(
+        self, conn: sqlite3.Connection, evaluator: EvaluatorServer
+    ) -> None:
+        """An unavailable verdict is retried only once due, and verified when it appears."""
+        doc = verdict(4, COMPLETE, "complete")
+        _index(conn, doc, COMPLETE, block=11)
+        verifier = _verifier(evaluator)
+        await verify_pending(conn, CHAIN_ID, verifier, now=1000)
+        assert await verify_pending(conn, CHAIN_ID, verifier, now=1030) == 0
+        _publish(evaluator, doc, COMPLETE)
+        assert await verify_pending(conn, CHAIN_ID, verifier, now=1060) == 1
+        assert [h.status for h in store.history(conn, CHAIN_ID, CONTRACT, "4")] == [
+            "unavailable",
+            "verified",
+        ]
+
+    async def test_reorged_verdict_disappears(
+        self, conn: sqlite3.Connection, evaluator: EvaluatorServer
+    ) -> None:
+        """After the event is rolled back, delete_orphans removes the verification for good."""
+        doc = verdict(5, COMPLETE, "complete")
+        _index(conn, doc, COMPLETE, block=12)
+        _publish(evaluator, doc, COMPLETE)
+        await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1000)
+        conn.execute("DELETE FROM events WHERE block_number >= 12")
+        assert store.delete_orphans(conn) == 1
+        assert await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1001) == 0
+        assert store.get_verification(conn, CHAIN_ID, CONTRACT, "5") is None
+
+
+def test_command_from_index(tmp_path: Path, conn: sqlite3.Connection) -> None:
+    """keeper verify --from-index reads the facts from the database, no RPC needed."""
+    doc = verdict(6, COMPLETE, "complete")
+    _index(conn, doc, COMPLETE, block=13)
+    verdicts, contents = tmp_path / "v", tmp_path / "c"
+    verdicts.mkdir()
+    contents.mkdir()
+    (verdicts / "6.json").write_bytes(body(doc))
+    (contents / keccak_hex(COMPLETE)).write_bytes(COMPLETE)
+    config = tmp_path / "k.toml"
+    config.write_text(
+        f"""
+[chain]
+chain_id = {CHAIN_ID}
+rpc_urls = ["http://127.0.0.1:9"]
+rpc_names = ["unused"]
+[database]
+path = "{tmp_path / "keeper.db"}"
+[verdicts]
+sources = [{{ kind = "directory", path = "{verdicts}" }}]
+content_sources = [{{ kind = "directory", path = "{contents}" }}]
+"""
+    )
+    out = io.StringIO()
+    code = main(
+        ["--config", str(config), "--contract", CONTRACT, "--id", "6", "--from-index", "--json"],
+        out,
+    )
+    report = json.loads(out.getvalue())
+    assert code == 0 and report["status"] == "verified"
+    assert report["chain"]["blockNumber"] == 13
+    missing = main(["--config", str(config), "--contract", CONTRACT, "--id", "99", "--from-index"])
+    assert missing == 3
