@@ -6,7 +6,8 @@ whatever other subjects' events or reads are mixed in (they are filtered
 out). That is what lets the store rebuild any subject, or all of them, after
 a reorg or an upgrade and get byte-identical tables.
 
-A read is used only when it was taken at the block of one of the subject's
+A read recorded as failed (result key ``error``, e.g. a reverted call) is
+ignored. A read is used only when it was taken at the block of one of the subject's
 own events (the description, which never changes, may come from any earlier
 read of the same job). A read can therefore only change a projection together with an
 event of that subject, and incremental and full rebuilds agree.
@@ -99,6 +100,8 @@ class _Reads:
         """The read taken at the event's block, else (unless exact) the latest before it."""
         best: ChainRead | None = None
         for r in self.by_kind.get(kind, ()):
+            if "error" in r.result:  # a reverted/undecodable call is no information
+                continue
             if r.block_hash == event.log.block_hash:
                 return r.result
             if not exact and r.block_number < event.log.block_number:
@@ -220,7 +223,10 @@ def reduce_job(
         token_reads={
             r.block_hash: r.result
             for r in reads
-            if r.contract == contract and r.subject == "" and r.kind == PAYMENT_TOKEN
+            if r.contract == contract
+            and r.subject == ""
+            and r.kind == PAYMENT_TOKEN
+            and "error" not in r.result
         },
     )
     st.created_block = mine[0].log.block_number

@@ -283,10 +283,14 @@ class IndexStore:
 
     # --- writes -----------------------------------------------------------------------
 
-    def apply_batch(self, batch: Batch) -> ApplyResult:
-        """Commit a batch atomically and idempotently; see the module docstring."""
+    def apply_batch(self, batch: Batch, *, keep_from: int | None = None) -> ApplyResult:
+        """Commit a batch atomically and idempotently; see the module docstring.
+
+        Window blocks below ``keep_from`` are pruned; by default below
+        ``finalized_block - keep_margin``.
+        """
         with self._transaction():
-            return self._apply(batch)
+            return self._apply(batch, keep_from)
 
     def rollback_to(self, fork_point: int) -> set[tuple[str, str]]:
         """Forget everything above ``fork_point`` and rebuild what it touched; one transaction."""
@@ -327,7 +331,7 @@ class IndexStore:
             raise
         self.conn.execute("COMMIT")
 
-    def _apply(self, batch: Batch) -> ApplyResult:
+    def _apply(self, batch: Batch, keep_from: int | None) -> ApplyResult:
         c, cid = self.conn, self.chain_id
         known = [_event_row(cid, e) for e in batch.events if e.name is not None]
         unknown = [_event_row(cid, e) for e in batch.events if e.name is None]
@@ -376,7 +380,7 @@ class IndexStore:
         self._set_cursor(batch.indexed_block, batch.indexed_hash, batch.finalized_block)
         c.execute(
             "DELETE FROM blocks WHERE chain_id = ? AND number < ?",
-            (cid, batch.finalized_block - self.keep_margin),
+            (cid, batch.finalized_block - self.keep_margin if keep_from is None else keep_from),
         )
         return ApplyResult(new_known + new_unknown, new_unknown, frozenset(touched))
 

@@ -260,6 +260,15 @@ class TestTasks:
         st_ = reduce_task(TASKS, TASK, evs, [])
         assert (st_.status, st_.evaluation_deadline) == (TaskStatus.REVIEW, None)
 
+    def test_failed_config_read_is_ignored(self) -> None:
+        """A reverted read ({"error": ...}) neither removes the evaluator nor resets windows."""
+        c = Chain()
+        evs, reads, t_submit = self._reviewed(c)
+        failed = replace(reads[-1], result={"error": "reverted"})
+        st_ = reduce_task(TASKS, TASK, evs, [reads[0], failed])
+        assert (st_.status, st_.evaluator) == (TaskStatus.REVIEW, EVALUATOR)
+        assert st_.evaluation_deadline == t_submit + 86_400
+
     def test_submission_without_evaluator_awaits_approval(self) -> None:
         """No evaluator: a submission goes to the requester (pending_approval)."""
         c = Chain()

@@ -131,6 +131,13 @@ class TestApply:
             15,
         )
 
+    def test_explicit_keep_from_overrides_the_margin(self, tmp_path: Path) -> None:
+        """The sync engine may choose the window's lower edge itself."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=8, events_per_block=1).blocks(1, 20)
+        store.apply_batch(batch_of(blocks, finalized=15), keep_from=18)
+        assert [b.number for b in store.window()] == [18, 19, 20]
+
     def test_late_contract_level_read_updates_the_legacy_job(self, tmp_path: Path) -> None:
         """A paymentToken read arriving in a later batch than its BudgetSet still applies."""
         store = _store(tmp_path)
