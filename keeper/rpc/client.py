@@ -10,6 +10,7 @@ decision was made on.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -17,9 +18,17 @@ from typing import Any, Final
 from eth_utils.crypto import keccak
 
 from keeper.domain.model import BlockHeader, Log
-from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError
-from keeper.rpc.transport import JsonRpcTransport
-from keeper.rpc.validate import InvalidResponse, data, hash32, parse_block, quantity, validate_logs
+from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError, TransientRpcError
+from keeper.rpc.transport import JsonRpcTransport, log
+from keeper.rpc.validate import (
+    InvalidResponse,
+    bloom_may_contain,
+    data,
+    hash32,
+    parse_block,
+    quantity,
+    validate_logs,
+)
 
 BlockRef = int | str
 
@@ -151,12 +160,21 @@ class RpcClient(JsonRpcTransport):
         return result
 
     async def get_logs_by_block_hash(
-        self, addresses: Iterable[str], block_hash: str, *, topics: Sequence[Any] | None = None
+        self,
+        addresses: Iterable[str],
+        block_hash: str,
+        *,
+        topics: Sequence[Any] | None = None,
+        bloom: str | None = None,
     ) -> list[Log]:
         """Logs of one block by hash: immune to the block being replaced mid-query.
 
         ``UnknownBlockError`` (after retries) means no endpoint knows the hash:
-        it was reorged out, or every node lags.
+        it was reorged out, or every node lags. With the block's ``bloom``, an
+        empty answer for a block whose bloom may hold one of our addresses is
+        asked up to twice more, the second time elsewhere (a replica that has
+        the header but not yet the receipts answers ``[]``); if the answers stay
+        empty they are believed, since blooms give false positives.
         """
         addrs = _address_list(addresses)
         wanted = hash32(block_hash, "block_hash")
@@ -168,7 +186,25 @@ class RpcClient(JsonRpcTransport):
             [flt],
             parse=lambda r: validate_logs(r, addresses=addrs, block_hash=wanted),
         )
-        return result
+        if result or bloom is None:
+            return result
+        if not any(bloom_may_contain(bloom, bytes.fromhex(a[2:])) for a in addrs):
+            return result
+
+        def non_empty(r: Any) -> list[Log]:
+            logs = validate_logs(r, addresses=addrs, block_hash=wanted)
+            if not logs:
+                raise InvalidResponse("no logs although the block bloom names our address")
+            return logs
+
+        try:
+            confirmed: list[Log] = await self.request(
+                "eth_getLogs", [flt], parse=non_empty, attempts=2
+            )
+        except TransientRpcError:
+            log.info("empty_logs_despite_bloom", block_hash=wanted)
+            return []
+        return confirmed
 
     async def call(self, to: str, calldata: bytes, block: BlockRef = "latest") -> bytes:
         """``eth_call``; a revert raises ``ExecutionRevertedError`` carrying the revert data."""
@@ -273,17 +309,20 @@ class RpcClient(JsonRpcTransport):
 
         One attempt per endpoint, no failover, so the answer is really that node's.
         """
-        out: dict[str, int | None] = {}
-        for name in self.endpoint_names:
+
+        async def head(name: str) -> int | None:
             try:
-                out[name] = int(
+                return int(
                     await self.request_at(
                         name, "eth_blockNumber", [], parse=lambda r: quantity(r, "blockNumber")
                     )
                 )
             except RpcError:
-                out[name] = None
-        return out
+                return None
+
+        names = self.endpoint_names
+        heads = await asyncio.gather(*(head(n) for n in names))
+        return dict(zip(names, heads, strict=True))
 
 
 def _object(what: str) -> Callable[[Any], dict[str, Any]]:

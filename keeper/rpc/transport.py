@@ -50,6 +50,8 @@ log = structlog.get_logger("keeper.rpc")
 
 # Providers cap batch sizes (commonly 100-1000 items); 100 is accepted everywhere we know.
 DEFAULT_MAX_BATCH: Final = 100
+# A reply bigger than this is a broken or hostile endpoint, not data we want in memory.
+DEFAULT_MAX_BODY: Final = 256 * 1024 * 1024
 # Error bodies are only read for their message; more than this is noise.
 _ERROR_BODY_LIMIT: Final = 2_000
 
@@ -100,6 +102,7 @@ class JsonRpcTransport:
         backoff_base: float = 0.25,
         backoff_cap: float = 30.0,
         max_batch: int = DEFAULT_MAX_BATCH,
+        max_body: int = DEFAULT_MAX_BODY,
         observer: RpcObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -120,6 +123,7 @@ class JsonRpcTransport:
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._max_batch = max_batch
+        self._max_body = max_body
         self._observer: RpcObserver = observer or NullObserver()
         self._clock = clock
         self._ids = itertools.count(1)
@@ -165,9 +169,10 @@ class JsonRpcTransport:
             return random.uniform(0, self._retry_initial / 2)
         return min(max(float(self._exp_wait(state)), until), self._retry_max)
 
-    def _retrying(self) -> AsyncRetrying:
+    def _retrying(self, attempts: int | None = None) -> AsyncRetrying:
+        budget = self._max_attempts if attempts is None else max(1, attempts)
         return AsyncRetrying(
-            stop=stop_after_attempt(self._max_attempts) | stop_after_delay(self._deadline),
+            stop=stop_after_attempt(budget) | stop_after_delay(self._deadline),
             wait=self._wait,
             retry=retry_if_exception(lambda e: _is_retryable(e) or isinstance(e, _BatchIncomplete)),
             before_sleep=self._before_sleep,
@@ -227,7 +232,7 @@ class JsonRpcTransport:
                 async with session.post(ep.config.url, json=body) as resp:
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
-                    raw = await resp.read()
+                    raw = await _read_capped(resp, self._max_body)
             except TimeoutError:
                 failure = RpcFailure("timeout", f"no answer within {self._timeout}s")
                 raise self._fail(ep, method, failure, started) from None
@@ -237,6 +242,9 @@ class JsonRpcTransport:
                 if failure.kind not in ("timeout", "transient"):
                     failure = RpcFailure("transient", failure.message)
                 raise self._fail(ep, method, failure, started) from None
+        if raw is None:
+            failure = RpcFailure("transient", f"reply larger than {self._max_body} bytes")
+            raise self._fail(ep, method, failure, started)
         if status != 200:
             failure = classify(status, _error_member(raw), retry_after_header=retry_after)
             raise self._fail(ep, method, failure, started)
@@ -291,26 +299,28 @@ class JsonRpcTransport:
         *,
         nullable: bool = False,
         parse: Parser[T] | None = None,
+        attempts: int | None = None,
     ) -> Any:
         """Call ``method`` with retries and failover; returns the (parsed) result.
 
         ``nullable`` allows a ``null`` result (a block or receipt not found);
         ``parse`` validates and converts the result, and an ``InvalidResponse``
-        from it counts as a garbage answer.
+        from it counts as a garbage answer. ``attempts`` lowers the attempt
+        budget for this call.
         """
-        attempts = 0
+        tries = 0
 
         async def once() -> Any:
-            nonlocal attempts
-            attempts += 1
+            nonlocal tries
+            tries += 1
             return await self._request_once(self._pick(), method, params, nullable, parse)
 
         try:
-            return await self._retrying()(once)
+            return await self._retrying(attempts)(once)
         except RpcError as exc:
-            if attempts > 1:
+            if tries > 1:
                 raise error_for(
-                    exc.failure, method=exc.method, endpoint=exc.endpoint, attempts=attempts
+                    exc.failure, method=exc.method, endpoint=exc.endpoint, attempts=tries
                 ) from exc
             raise
 
@@ -490,6 +500,20 @@ class JsonRpcTransport:
                     endpoint=ep.config.name,
                 ) from None
         return result
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it exceeds ``limit`` bytes."""
+    if resp.content_length is not None and resp.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _error_member(raw: bytes) -> Mapping[str, Any] | str:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from eth_utils.crypto import keccak
+
 from keeper.domain.model import BlockHeader, Log
 
 _QUANTITY: Final = re.compile(r"0x[0-9a-fA-F]{1,64}\Z")
@@ -136,3 +138,20 @@ def validate_logs(
         logs.append(log)
     logs.sort(key=lambda lg: (lg.block_number, lg.log_index))
     return logs
+
+
+def bloom_may_contain(bloom: str, item: bytes) -> bool:
+    """Whether a block's 2048-bit ``logsBloom`` may hold ``item`` (an address or topic).
+
+    False means certainly absent; True may be a false positive, which on busy
+    blocks is common, so a True never proves that logs exist.
+    """
+    raw = data(bloom, "logsBloom")
+    if len(raw) != 256:
+        raise InvalidResponse("logsBloom: not 256 bytes")
+    digest = keccak(item)
+    for i in (0, 2, 4):
+        bit = ((digest[i] << 8) | digest[i + 1]) & 2047
+        if not raw[255 - bit // 8] & (1 << (bit % 8)):
+            return False
+    return True

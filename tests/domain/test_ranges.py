@@ -25,6 +25,12 @@ class TestRangePolicy:
         policy = RangePolicy(size=1000)
         assert policy.on_too_large(5000) == 500
 
+    def test_clipped_query_shrinks_from_its_own_span(self) -> None:
+        """A refused query shorter than the size (clipped at the target) shrinks below its span."""
+        policy = RangePolicy(size=100)
+        assert policy.on_too_large(None, tried=6) == 3
+        assert policy.on_too_large(50, tried=3) == 1
+
     def test_hard_cap_becomes_ceiling(self) -> None:
         """An announced per-query cap stops later growth at that cap."""
         policy = RangePolicy(size=20_000, grow_after=1)
@@ -91,6 +97,7 @@ events = st.lists(
         st.just(("429", None)),
         st.tuples(st.just("big"), st.none() | st.integers(min_value=-5, max_value=300_000)),
         st.tuples(st.just("cap"), st.integers(min_value=1, max_value=300_000)),
+        st.tuples(st.just("tried"), st.integers(min_value=1, max_value=300_000)),
     ),
     max_size=200,
 )
@@ -114,6 +121,8 @@ def test_size_stays_within_bounds(
             policy.on_rate_limited()
         elif kind == "big":
             policy.on_too_large(value)
+        elif kind == "tried":
+            policy.on_too_large(None, tried=value)
         else:
             policy.on_too_large(None, hard_cap=value)
         assert policy.minimum <= policy.size <= policy.maximum

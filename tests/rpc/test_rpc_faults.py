@@ -256,3 +256,40 @@ class TestSecrets:
         out, err = capsys.readouterr()
         assert secret not in out + err
         assert config.name in str(info.value)
+
+
+class TestEmptyLogs:
+    async def test_empty_answer_contradicting_bloom_is_rechecked(
+        self, client: RpcClient, proxy: RpcProxy, log_chain: LogChain
+    ) -> None:
+        """An empty log list for a block whose bloom names our contract is asked again."""
+        block = log_chain.ctl.block(log_chain.log_blocks[1])
+        proxy.rules.on("eth_getLogs", empty_logs=1)
+        logs = await client.get_logs_by_block_hash(
+            [EMITTER], block["hash"], bloom=block["logsBloom"]
+        )
+        assert len(logs) == 1
+        assert proxy.count("empty_logs") == 1
+        assert len(proxy.requests_for("eth_getLogs")) == 2
+
+    async def test_truly_empty_block_is_asked_once(
+        self, client: RpcClient, proxy: RpcProxy, log_chain: LogChain
+    ) -> None:
+        """A block whose bloom rules our contract out is believed empty at the first answer."""
+        block = log_chain.ctl.block(log_chain.log_blocks[1] + 1)
+        logs = await client.get_logs_by_block_hash(
+            [EMITTER], block["hash"], bloom=block["logsBloom"]
+        )
+        assert logs == []
+        assert len(proxy.requests_for("eth_getLogs")) == 1
+
+
+class TestBodyLimit:
+    async def test_oversized_reply_is_refused(self, proxy: RpcProxy) -> None:
+        """A reply larger than max_body is dropped as a transient fault, never parsed."""
+        client = RpcClient([EndpointConfig("rpc0", proxy.url)], max_body=64, max_attempts=1)
+        async with client:
+            assert await client.chain_id() == 31337
+            with pytest.raises(TransientRpcError) as info:
+                await client.get_block("latest")
+        assert "larger than 64 bytes" in str(info.value)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rpc_fixtures import EMITTER, TOPIC, LogChain
 
 from keeper.rpc.validate import (
     InvalidResponse,
+    bloom_may_contain,
     parse_block,
     parse_log,
     quantity,
@@ -118,3 +120,19 @@ class TestValidateLogs:
         """Two hashes for a block, duplicates, out-of-range or foreign logs are refused."""
         with pytest.raises(InvalidResponse):
             validate_logs(logs, **kwargs)
+
+
+class TestBloom:
+    def test_real_block_bloom(self, log_chain: LogChain) -> None:
+        """A real anvil bloom holds the emitter and its topic, and not an unrelated address."""
+        block = log_chain.ctl.block(log_chain.log_blocks[1])
+        bloom = block["logsBloom"]
+        assert bloom_may_contain(bloom, bytes.fromhex(EMITTER[2:]))
+        assert bloom_may_contain(bloom, bytes.fromhex(TOPIC[2:]))
+        assert not bloom_may_contain(bloom, bytes.fromhex("42" * 20))
+        assert not bloom_may_contain("0x" + "00" * 256, bytes.fromhex(EMITTER[2:]))
+
+    def test_malformed_bloom(self) -> None:
+        """A bloom of the wrong size is refused rather than misread."""
+        with pytest.raises(InvalidResponse):
+            bloom_may_contain("0x00", b"x")
