@@ -162,6 +162,17 @@ class JsonRpcTransport:
         best = rank([e.health for e in self._endpoints], self._clock())[0]
         return self._endpoints[best.index]
 
+    async def _pick_when_ready(self) -> _Endpoint:
+        """The best endpoint, after waiting out a backoff that covers every endpoint.
+
+        This is what makes a Retry-After hold across calls, not only between
+        the attempts of one call.
+        """
+        until = seconds_until_available([e.health for e in self._endpoints], self._clock())
+        if until > 0:
+            await asyncio.sleep(min(until, self._retry_max))
+        return self._pick()
+
     def _wait(self, state: RetryCallState) -> float:
         """Fail over at once when an endpoint is ready, else wait for one (with jitter)."""
         until = seconds_until_available([e.health for e in self._endpoints], self._clock())
@@ -313,7 +324,8 @@ class JsonRpcTransport:
         async def once() -> Any:
             nonlocal tries
             tries += 1
-            return await self._request_once(self._pick(), method, params, nullable, parse)
+            ep = await self._pick_when_ready()
+            return await self._request_once(ep, method, params, nullable, parse)
 
         try:
             return await self._retrying(attempts)(once)
@@ -416,7 +428,7 @@ class JsonRpcTransport:
         parsers: Sequence[Parser[Any] | None],
     ) -> list[int]:
         """One batch exchange; fills ``results`` and returns the indices to retry."""
-        ep = self._pick()
+        ep = await self._pick_when_ready()
         ids = {next(self._ids): i for i in pending}
         body = [
             {"jsonrpc": "2.0", "id": rid, "method": calls[i][0], "params": list(calls[i][1])}

@@ -293,3 +293,16 @@ class TestBodyLimit:
             with pytest.raises(TransientRpcError) as info:
                 await client.get_block("latest")
         assert "larger than 64 bytes" in str(info.value)
+
+
+class TestBackoffAcrossCalls:
+    async def test_retry_after_holds_for_the_next_call(self, proxy: RpcProxy) -> None:
+        """After a 429 exhausts one call's attempts, the next call still waits out Retry-After."""
+        proxy.rules.on("eth_chainId", rate_limit=1, retry_after=0.5)
+        client = RpcClient([EndpointConfig("rpc0", proxy.url)], max_attempts=1)
+        async with client:
+            with pytest.raises(RateLimitedError):
+                await client.chain_id()
+            started = time.monotonic()
+            assert await client.block_number() == 120
+            assert time.monotonic() - started >= 0.4
