@@ -336,7 +336,9 @@ def make_app(
 
     ``contracts`` maps configured names to addresses (paths and filters accept
     either); ``protocols`` maps those addresses to their protocol, so the
-    database gauges export zero series for every status. With ``db_gauges``
+    database gauges export zero series for every status. With ``chain_id``,
+    verifications and verdict documents are read from the verify component's
+    tables unless ``verification``/``verdicts`` readers are given. With ``db_gauges``
     the scrape-time database collector is registered on ``registry``.
     ``status_provider`` returns the daemon's live view (chain_id, head_block,
     finalized_block, lag_seconds, halt_reason, keeper: {...}); ``readiness``
@@ -350,6 +352,10 @@ def make_app(
             address: (name, (protocols or {}).get(address)) for name, address in names.items()
         }
         registry.register(DatabaseCollector(sqlite_sources(db_path), by_address))
+    if verification is None and chain_id is not None:
+        verification = reads.verification
+    if verdicts is None and chain_id is not None:
+        verdicts = reads.verdict
     h = _Handlers(reads, registry, status_provider, readiness, names, verification, verdicts, pool)
 
     app = web.Application(middlewares=[_errors])

@@ -97,19 +97,13 @@ def _overdue(db: _ReadOnly) -> CountRows:
     return [(str(c), str(a), int(str(n))) for c, a, n in db.rows(sql)]
 
 
-def sqlite_sources(
-    path: str | Path, *, verdicts: Callable[[], CountRows] | None = None
-) -> DbGaugeSources:
-    """Row providers reading ``path`` through their own read-only connection.
-
-    ``verdicts`` may be supplied by the verification component until its
-    table shape is settled; without it the family is empty.
-    """
+def sqlite_sources(path: str | Path) -> DbGaugeSources:
+    """Row providers reading ``path`` through their own read-only connection."""
     db = _ReadOnly(path)
     return DbGaugeSources(
         jobs=_counts(db, "jobs", "status"),
         tasks=_counts(db, "tasks", "status"),
         escrow_locked=lambda: _locked(db),
         overdue_actions=lambda: _overdue(db),
-        verdicts=verdicts if verdicts is not None else (lambda: []),
+        verdicts=_counts(db, "verifications", "status"),
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keeper.api.params import ListQuery, encode_cursor
+from keeper.store import verifications as vstore
 from keeper.store.db import connect
 
 __all__ = ["JOB_FIELDS", "TASK_FIELDS", "ApiReads", "Page"]
@@ -186,6 +187,67 @@ class ApiReads:
             [*params, contract, subject],
         )
         return [{k: row[k] for k in _INTENT_FIELDS} for row in rows]
+
+    # --- verification -----------------------------------------------------------------
+
+    def verification(self, contract: str, job_id: str) -> dict[str, Any] | None:
+        """The latest verification of a job's verdict: status, failures, report digest."""
+        row = self._verification_row(contract, job_id)
+        if row is None:
+            return None
+        return {
+            "status": row.status,
+            "failures": json.loads(row.failures_json),
+            "report_digest": row.report_digest,
+            "document_digest": row.document_digest,
+            "revision_count": row.revision_count,
+            "event": {
+                "name": row.event_name,
+                "tx_hash": row.tx_hash,
+                "block_number": row.block_number,
+                "log_index": row.log_index,
+            },
+            "attempts": row.attempts,
+            "next_retry_at": row.next_retry_at,
+        }
+
+    def verdict(self, contract: str, job_id: str) -> dict[str, Any] | None:
+        """The stored verdict document, the latest report and the report chain of a job."""
+        return self._snapshot(lambda: self._verdict(contract, job_id))
+
+    def _verdict(self, contract: str, job_id: str) -> dict[str, Any] | None:
+        row = self._verification_row(contract, job_id)
+        if row is None:
+            return None
+        conn = self._conn()
+        body = vstore.get_document(conn, row.document_digest) if row.document_digest else None
+        revisions = vstore.history(conn, row.chain_id, contract, job_id)
+        return {
+            "status": row.status,
+            "document": json.loads(body) if body is not None else None,
+            "document_digest": row.document_digest,
+            "report": json.loads(row.report_json),
+            "report_digest": row.report_digest,
+            "history": [
+                {
+                    "revision_count": h.revision_count,
+                    "report_digest": h.report_digest,
+                    "parent_digest": h.parent_digest,
+                    "status": h.status,
+                }
+                for h in revisions
+            ],
+        }
+
+    def _verification_row(self, contract: str, job_id: str) -> vstore.VerificationRow | None:
+        if self.chain_id is None:
+            return None  # verifications are per chain; without one there is nothing to pick
+        try:
+            return vstore.get_verification(self._conn(), self.chain_id, contract, job_id)
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
 
     # --- status -----------------------------------------------------------------------
 

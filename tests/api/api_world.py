@@ -8,6 +8,7 @@ returned in :class:`World`, so no test hard-codes what the store computed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from keeper.domain.events import decode_logs, spec_for
 from keeper.domain.model import BlockHeader, ChainRead, Log, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.domain.reads import reads_for
+from keeper.store import verifications as vstore
 from keeper.store.db import connect
 from keeper.store.index_store import Batch, IndexStore
 from keeper.store.intents import IntentStore
@@ -57,6 +59,9 @@ class World:
     reasons: dict[str, str] = field(default_factory=dict)  # job id -> verdict reason
     head: BlockHeader | None = None
     intent_job: str = ""
+    verified_job: str = ""
+    document: dict[str, Any] = field(default_factory=dict)
+    report_digest: str = ""
 
 
 class _Chain:
@@ -184,5 +189,31 @@ def build_world(path: Path, jobs: int = 12, tasks: int = 3) -> World:
     world.intent_job = funded
     action = Action(ACP, funded, ActionKind.CLAIM_REFUND, head.timestamp, Protocol.ERC8183)
     IntentStore(conn, CHAIN_ID).open_decisions([action], head.number, head.hash)
+    _verify_one(conn, world, events)
     conn.close()
     return world
+
+
+def _verify_one(conn: Any, world: World, events: list[Any]) -> None:
+    """Record a verification (two report revisions and the document) for one completed job."""
+    job = next(j for j, s in world.jobs.items() if s == "completed")
+    event = next(e for e in events if e.name == "JobCompleted" and e.subject == job)
+    world.verified_job = job
+    world.document = {"evaluator": "SchemaEval", "version": 1, "jobId": job, "esito": "complete",
+                      "motivi": []}  # fmt: skip
+    body = json.dumps(world.document, sort_keys=True, separators=(",", ":")).encode()
+    document_digest = "0x" + keccak(body).hex()
+    vstore.save_document(conn, CHAIN_ID, ACP, job, document_digest, body)
+    parent = None
+    for revision, status in ((1, "unavailable"), (2, "verified")):
+        report = json.dumps({"status": status, "revisionCount": revision}, separators=(",", ":"))
+        digest = "0x" + keccak(text=report).hex()
+        row = vstore.VerificationRow(
+            CHAIN_ID, ACP, job, status, "[]", document_digest if status == "verified" else None,
+            report, digest, parent, revision, "JobCompleted", event.log.tx_hash,
+            event.log.block_hash, event.log.block_number, event.log.log_index, revision,
+            GENESIS_TS, None,
+        )  # fmt: skip
+        vstore.save_verification(conn, row, new_revision=True)
+        parent = digest
+        world.report_digest = digest

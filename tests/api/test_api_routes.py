@@ -69,6 +69,8 @@ class TestMetrics:
         assert jobs[("acp", "funded")] == funded
         assert jobs[("acp", "expired")] == 0
         assert "keeper_build_info" in families and "keeper_rpc_requests" in families
+        verdicts = {(s.labels["status"], s.value) for s in families["keeper_verdicts"].samples}
+        assert verdicts == {("verified", 1.0)}
         overdue = families["keeper_overdue_actions"].samples
         assert [(s.labels["action"], s.value) for s in overdue] == [("claimRefund", 1.0)]
 
@@ -202,7 +204,9 @@ class TestJobs:
 
     async def test_job_detail(self, client: Client, world: World, validate: Validate) -> None:
         """One job comes with exact amounts, its events in order, and its keeper intents."""
-        completed = next(j for j, s in world.jobs.items() if s == "completed")
+        completed = next(
+            j for j, s in world.jobs.items() if s == "completed" and j != world.verified_job
+        )
         body = await get_json(client, f"/v1/jobs/acp/{completed}")
         validate("JobDetail", body)
         assert body["status"] == "completed"
@@ -224,6 +228,18 @@ class TestJobs:
         """A job with a keeper intent lists it with its action and state."""
         body = await get_json(client, f"/v1/jobs/{ACP}/{world.intent_job}")
         assert [(i["action"], i["status"]) for i in body["intents"]] == [("claimRefund", "open")]
+
+    async def test_job_verification_from_store(
+        self, client: Client, world: World, validate: Validate
+    ) -> None:
+        """A verified job carries its latest verification as recorded by the verify store."""
+        body = await get_json(client, f"/v1/jobs/acp/{world.verified_job}")
+        validate("JobDetail", body)
+        verification = body["verification"]
+        assert verification["status"] == "verified"
+        assert verification["report_digest"] == world.report_digest
+        assert verification["revision_count"] == 2
+        assert verification["event"]["name"] == "JobCompleted"
 
     async def test_job_verification_from_reader(self, world: World, validate: Validate) -> None:
         """The verification object is whatever the verification reader returns for that job."""
@@ -289,9 +305,23 @@ class TestTasks:
 
 
 class TestVerdicts:
-    async def test_no_reader_means_404(self, client: Client) -> None:
-        """Without a stored verdict the route answers 404."""
-        assert (await get_json(client, "/v1/verdicts/acp/3", 404))["error"] == "not_found"
+    async def test_unverified_job_is_404(self, client: Client, world: World) -> None:
+        """A job without a recorded verification has no verdict to serve."""
+        other = next(j for j in world.jobs if j != world.verified_job)
+        assert (await get_json(client, f"/v1/verdicts/acp/{other}", 404))["error"] == "not_found"
+
+    async def test_stored_verdict_document_and_history(
+        self, client: Client, world: World, validate: Validate
+    ) -> None:
+        """The stored document, latest report and the report chain are served."""
+        body = await get_json(client, f"/v1/verdicts/acp/{world.verified_job}")
+        validate("Verdict", body)
+        assert body["document"] == world.document
+        assert body["report_digest"] == world.report_digest
+        assert body["report"]["status"] == "verified"
+        history = body["history"]
+        assert [h["status"] for h in history] == ["unavailable", "verified"]
+        assert history[1]["parent_digest"] == history[0]["report_digest"]
 
     async def test_reader_result_served(self, world: World, validate: Validate) -> None:
         """A stored document and report are served for that job."""
@@ -345,6 +375,7 @@ class TestPages:
         assert str(BUDGET * holding) in text
         assert '<form method="get" action="/lookup" id="lookup">' in text
         assert world.reasons[next(iter(world.reasons))] in text
+        assert "<td>verified</td>" in text
         assert "<script" not in text
 
     async def test_lookup_redirects_to_job_page(self, client: Client, world: World) -> None:
