@@ -254,3 +254,15 @@ def indexed_verdict(
         (chain_id, contract, job_id),
     ).fetchone()
     return IndexedVerdict(*row) if row is not None else None
+
+
+def verdicts_with_reason(
+    conn: sqlite3.Connection, chain_id: int, reason: str
+) -> list[IndexedVerdict]:
+    """Indexed verdict events whose on-chain reason is ``reason`` (for submitted documents)."""
+    rows = conn.execute(
+        _VERDICT_QUERY + "AND lower(coalesce(json_extract(e.args_json, '$.reason'), j.reason)) = ? "
+        "ORDER BY e.block_number, e.log_index",
+        (chain_id, reason.lower()),
+    ).fetchall()
+    return [IndexedVerdict(*r) for r in rows]

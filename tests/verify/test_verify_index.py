@@ -18,7 +18,9 @@ from keeper.store.db import connect
 from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
 from keeper.verify.command import main
+from keeper.verify.failures import Failure, FailureCode
 from keeper.verify.sources import ContentSource, HttpSource
+from keeper.verify.submission import Accepted, StoredDocumentSource, accept_submission
 from keeper.verify.verifier import Verifier, verify_pending
 
 CHAIN_ID = 31337
@@ -173,3 +175,29 @@ content_sources = [{{ kind = "directory", path = "{contents}" }}]
     assert report["chain"]["blockNumber"] == 13
     missing = main(["--config", str(config), "--contract", CONTRACT, "--id", "99", "--from-index"])
     assert missing == 3
+
+
+class TestSubmission:
+    async def test_submitted_document_is_accepted_and_used(
+        self, conn: sqlite3.Connection, evaluator: EvaluatorServer
+    ) -> None:
+        """Only the document behind an indexed reason is accepted; the verifier then finds it."""
+        doc = verdict(7, COMPLETE, "complete")
+        _index(conn, doc, COMPLETE, block=14)
+        wrong = accept_submission(conn, CHAIN_ID, body({**doc, "esito": "reject"}))
+        assert isinstance(wrong, Failure) and wrong.code is FailureCode.VERDICT_HASH_MISMATCH
+        broken = accept_submission(conn, CHAIN_ID, b'{"a":1,"a":2}')
+        assert isinstance(broken, Failure) and (broken.code, broken.pointer) == (
+            FailureCode.INVALID_DOCUMENT,
+            "/a",
+        )
+        accepted = accept_submission(conn, CHAIN_ID, json.dumps(doc, indent=4).encode())
+        assert accepted == Accepted(digest(doc), ((CONTRACT, "7"),))
+        evaluator.serve(f"/v1/content/{keccak_hex(COMPLETE)}", COMPLETE)
+        verifier = Verifier(
+            [StoredDocumentSource(conn)], [ContentSource(evaluator.base + "/v1/content/{hash}")]
+        )
+        await verify_pending(conn, CHAIN_ID, verifier, now=1)
+        row = store.get_verification(conn, CHAIN_ID, CONTRACT, "7")
+        assert row is not None and row.status == "verified"
+        assert not any(r.startswith("/v1/jobs") for r in evaluator.requests)

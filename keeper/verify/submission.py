@@ -1,0 +1,66 @@
+"""Documents submitted to the API (``POST /v1/verdicts``) and a source serving them back.
+
+A submitted document is accepted only when its canonical digest equals the
+``reason`` of an indexed JobCompleted/JobRejected: the chain, not the
+submitter, decides which document is the verdict. Anything else is refused
+with a failure code the API returns as 422 (``invalid_document`` for
+unreadable bytes, ``verdict_hash_mismatch`` when no indexed verdict has that
+digest). Accepted documents are stored under their digest, and
+``StoredDocumentSource`` lets the verifier find them like any configured source.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from keeper.store import verifications as store
+from keeper.verify.canonical import NotCanonicalizable, canonical_bytes, keccak_hex
+from keeper.verify.document import DocumentLimits, InvalidDocument, parse_object
+from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.sources import FetchContext, Fetched, Problem, SourceFailure
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    digest: str
+    jobs: tuple[tuple[str, str], ...]  # (contract, job id) of each verdict it belongs to
+
+
+def accept_submission(
+    conn: sqlite3.Connection, chain_id: int, raw: bytes, limits: DocumentLimits | None = None
+) -> Accepted | Failure:
+    """Store ``raw`` if it is the document behind an indexed verdict; else say why not."""
+    try:
+        document = parse_object(raw, limits)
+        canonical = canonical_bytes(document)
+    except InvalidDocument as exc:
+        return Failure(FailureCode.INVALID_DOCUMENT, exc.pointer, exc.detail)
+    except NotCanonicalizable as exc:
+        return Failure(FailureCode.INVALID_DOCUMENT, "", f"no canonical form: {exc}")
+    digest = keccak_hex(canonical)
+    matches = store.verdicts_with_reason(conn, chain_id, digest)
+    if not matches:
+        return Failure(
+            FailureCode.VERDICT_HASH_MISMATCH, "/reason", "no indexed verdict has this digest"
+        )
+    for verdict in matches:
+        store.save_document(conn, chain_id, verdict.contract, verdict.job_id, digest, canonical)
+    return Accepted(digest, tuple((v.contract, v.job_id) for v in matches))
+
+
+class StoredDocumentSource:
+    """Verdict documents already in the database (submitted or fetched before), by reason."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @property
+    def label(self) -> str:
+        return "store"
+
+    async def fetch(self, ctx: FetchContext) -> Fetched | SourceFailure:
+        body = store.get_document(self.conn, ctx.reason) if ctx.reason else None
+        if body is None:
+            return SourceFailure(self.label, Problem.NOT_FOUND, "no stored document")
+        return Fetched(body, "", self.label)
