@@ -101,25 +101,57 @@ class RpcClient(JsonRpcTransport):
             await self.request("eth_blockNumber", [], parse=lambda r: quantity(r, "blockNumber"))
         )
 
-    async def get_block(self, ref: BlockRef) -> BlockHeader | None:
-        """A block header, or None when the node does not have it (``latest`` always exists)."""
+    async def get_block(self, ref: BlockRef, *, must_exist: bool = False) -> BlockHeader | None:
+        """A block header, or None when the node does not have it.
+
+        ``must_exist`` (for a block known to exist, e.g. at or below a head
+        already seen) turns a ``null`` into a fault of that endpoint, so a
+        lagging replica is failed over instead of believed. ``latest`` always
+        must exist.
+        """
+        found = await self._block_object(ref, must_exist=must_exist)
+        return None if found is None else found[0]
+
+    async def get_block_and_bloom(
+        self, ref: BlockRef, *, must_exist: bool = False
+    ) -> tuple[BlockHeader, str] | None:
+        """A header with its ``logsBloom``, for ``get_logs_by_block_hash(..., bloom=)``."""
+        return await self._block_object(ref, must_exist=must_exist)
+
+    async def _block_object(
+        self, ref: BlockRef, *, must_exist: bool
+    ) -> tuple[BlockHeader, str] | None:
         param: str | dict[str, Any]
         if is_block_hash(ref):
             method, param = "eth_getBlockByHash", str(ref).lower()
         else:
             method, param = "eth_getBlockByNumber", block_param(ref, allow_hash=False)
-        result: BlockHeader | None = await self.request(
-            method, [param, False], nullable=ref != "latest", parse=_block_checker(ref)
+        check = _block_checker(ref)
+
+        def parse(raw: Any) -> tuple[BlockHeader, str]:
+            header = check(raw)
+            bloom = raw.get("logsBloom")
+            if not isinstance(bloom, str):
+                raise InvalidResponse("block: missing logsBloom")
+            return header, bloom
+
+        result: tuple[BlockHeader, str] | None = await self.request(
+            method, [param, False], nullable=not must_exist and ref != "latest", parse=parse
         )
         return result
 
-    async def get_blocks(self, numbers: Sequence[int]) -> list[BlockHeader | None]:
+    async def get_blocks(
+        self, numbers: Sequence[int], *, must_exist: bool = False
+    ) -> list[BlockHeader | None]:
         """Headers for many block numbers in batches; None where a node lacks the block.
 
-        Raises the first item error that survived the retries.
+        ``must_exist`` retries a ``null`` item like a garbage one. Raises the
+        first item error that survived the retries.
         """
         calls = [("eth_getBlockByNumber", [block_param(n), False]) for n in numbers]
-        results = await self.batch(calls, parse_each=[_block_checker(n) for n in numbers])
+        results = await self.batch(
+            calls, nullable=not must_exist, parse_each=[_block_checker(n) for n in numbers]
+        )
         out: list[BlockHeader | None] = []
         for item in results:
             if isinstance(item, RpcError):

@@ -151,6 +151,24 @@ class TestFailover:
         assert lagging.count("lag", "eth_getLogs") == 1
         assert len(fresh.requests_for("eth_getLogs")) == 1
 
+    async def test_must_exist_block_fails_over_from_lagging_node(
+        self, pair: tuple[RpcProxy, RpcProxy], log_chain: LogChain
+    ) -> None:
+        """A lagging node's null for a known block is believed only without must_exist."""
+        lagging, fresh = pair
+        lagging.rules.lag = 10
+        async with fast_client(EndpointConfig("lagging", lagging.url)) as only_lagging:
+            assert await only_lagging.get_block(115) is None
+        fresh.rules.on("eth_blockNumber", timeout=1, delay=0.2)
+        async with fast_client(
+            EndpointConfig("lagging", lagging.url), EndpointConfig("fresh", fresh.url)
+        ) as client:
+            await client.head_of_each()  # ranks the lagging node first
+            header = await client.get_block(115, must_exist=True)
+        assert header is not None and header.hash == log_chain.ctl.block(115)["hash"]
+        assert lagging.count("lag", "eth_getBlockByNumber") == 2
+        assert len(fresh.requests_for("eth_getBlockByNumber")) == 1
+
 
 class TestRateLimits:
     async def test_retry_after_is_honoured(
