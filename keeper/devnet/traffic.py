@@ -1,0 +1,447 @@
+"""Devnet traffic: clients, providers, evaluators, workers and a dispute resolver using the
+deployed escrows, so the daemon has every kind of lifecycle to index, verify and keep.
+
+One scenario runs per step, in a fixed cycle, then chain time jumps ahead
+(``evm_increaseTime``) so deadlines fall due every few seconds of wall time. Actions that
+belong to the keeper (claimRefund, finalizeVerdict, evaluatorTimeout, refundExpired) are
+left to the daemon, unless ``self_keep`` is set, when a fallback key performs them once
+they are due (used when no daemon runs, e.g. in tests and `keeper devnet --no-daemon`).
+
+Web3 calls are blocking; ``run`` drives ``step`` in a worker thread and never lets a
+cancellation abandon a step halfway through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import structlog
+from eth_account import Account
+from web3 import Web3
+from web3.contract import Contract
+from web3.contract.contract import ContractFunction
+from web3.exceptions import ContractLogicError
+from web3.types import TxReceipt
+
+from keeper.devnet.anvil import DEV_KEYS, ChainControl
+from keeper.devnet.contracts import load_abi
+from keeper.devnet.deploy import Deployment, TxFailed, connect, send_call
+from keeper.devnet.evaluator_service import (
+    SchemaEvalFixtures,
+    VerdictBook,
+    keccak_hex,
+    schemaeval_verdict,
+    verdict_digest,
+)
+
+__all__ = ["KEEPER_KEY", "SCENARIOS", "Roles", "Timing", "TrafficGenerator", "address_of"]
+
+log = structlog.get_logger()
+
+# left for the daemon's keeper, so its nonces never race the traffic's
+KEEPER_KEY = DEV_KEYS[4]
+ZERO_ADDRESS = "0x" + "00" * 20
+USDC = 10**6
+GRACE_PERIOD = 3600  # AgenticCommerce.EVALUATION_GRACE_PERIOD
+EVALUATOR_STAKE = 5 * USDC
+EVALUATOR_FEE_BPS = 200
+STEP_DRAIN_TIMEOUT = 30.0  # seconds a cancelled run waits for its in-flight step
+
+SCENARIOS: tuple[str, ...] = (
+    "job_complete",
+    "job_reject_too_few",
+    "task_finalize",
+    "job_expire",
+    "job_reject_bad_piva",
+    "task_appeal",
+    "legacy_complete",
+    "job_tampered",
+    "task_timeout",
+    "job_reject_not_json",
+    "task_expire",
+    "legacy_expire",
+    "job_abandoned",
+    "task_accept",
+    "job_open_budget",
+    "task_timeout_strict",
+)
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Dev keys per role; DEV_KEYS[0] deploys, [4] is the daemon's, [9] the treasury."""
+
+    client: str = DEV_KEYS[1]
+    provider: str = DEV_KEYS[2]
+    evaluator: str = DEV_KEYS[3]
+    worker: str = DEV_KEYS[5]
+    resolver: str = DEV_KEYS[6]
+    fallback_keeper: str = DEV_KEYS[7]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall and chain time. Chain seconds per wall second = warp / interval."""
+
+    interval: float = 0.5
+    warp: int = 30
+    job_ttl: int = 300
+    task_ttl: int = 300
+    evaluation_window: int = 120
+    appeal_window: int = 120
+    # on the requester-only market, how long after the evaluation deadline the requester
+    # gets round to timing the evaluator out itself
+    requester_patience: int = 240
+
+
+@dataclass(order=True)
+class _Due:
+    at: int
+    seq: int
+    label: str = field(compare=False)
+    action: Callable[[], Any] = field(compare=False)
+
+
+@cache
+def address_of(key: str) -> str:
+    """Checksum address of a dev key (web3 wants checksums in calls)."""
+    return str(Account.from_key(key).address)
+
+
+class TrafficGenerator:
+    """Plays every party but the keeper on one deployment; ``step`` runs one scenario."""
+
+    def __init__(
+        self,
+        rpc_url: str,
+        deployment: Deployment,
+        book: VerdictBook,
+        fixtures: SchemaEvalFixtures,
+        *,
+        self_keep: bool,
+        timing: Timing | None = None,
+        roles: Roles | None = None,
+    ) -> None:
+        self.w3 = connect(rpc_url)
+        self.control = ChainControl(rpc_url)
+        self.d = deployment
+        self.book = book
+        self.fixtures = fixtures
+        self.self_keep = self_keep
+        self.timing = timing or Timing()
+        self.roles = roles or Roles()
+        self.counts: Counter[str] = Counter()
+        self.usdc = self._contract("MockUSDC", deployment.usdc)
+        self.commerce = self._contract("AgenticCommerce", deployment.commerce)
+        self.legacy = self._contract("LegacyAgenticCommerce", deployment.legacy_commerce)
+        self.taskmarket = self._contract("TaskMarket", deployment.taskmarket)
+        self.strict = self._contract("TaskMarket", deployment.taskmarket_strict)
+        self._due: list[_Due] = []
+        self._seq = itertools.count()
+        self._serial = itertools.count(1)
+        self._cycle = itertools.cycle(SCENARIOS)
+        self._ready = False
+
+    def _contract(self, name: str, address: str) -> Contract:
+        return self.w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_abi(name))
+
+    # ----- driving -----
+
+    async def run(self, steps: int | None = None) -> None:
+        """Run ``steps`` steps (forever if None), ``timing.interval`` apart."""
+        for _ in itertools.count() if steps is None else range(steps):
+            step = asyncio.ensure_future(asyncio.to_thread(self.step))
+            try:
+                await asyncio.shield(step)
+            except asyncio.CancelledError:
+                # let the thread finish its transactions before anvil goes away
+                await asyncio.wait({step}, timeout=STEP_DRAIN_TIMEOUT)
+                if step.done() and not step.cancelled():
+                    step.exception()  # retrieved: a late failure is moot once cancelled
+                raise
+            await asyncio.sleep(self.timing.interval)
+
+    def step(self) -> str:
+        """One scenario, a jump in chain time, then whatever fell due. Returns the scenario."""
+        if not self._ready:
+            self._setup()
+        name = next(self._cycle)
+        try:
+            getattr(self, f"_{name}")()
+            self.counts[name] += 1
+        except (TxFailed, ContractLogicError) as exc:
+            self.counts["failed"] += 1
+            log.warning("devnet.traffic.scenario_failed", scenario=name, error=type(exc).__name__)
+        self.control.increase_time(self.timing.warp)
+        self._run_due()
+        return name
+
+    def _setup(self) -> None:
+        """Mint USDC to the client and approve every escrow once."""
+        client = address_of(self.roles.client)
+        self._send(DEV_KEYS[0], self.usdc.functions.mint(client, 10**9 * USDC))
+        for escrow in (self.commerce, self.legacy, self.taskmarket, self.strict):
+            self._send(self.roles.client, self.usdc.functions.approve(escrow.address, 2**256 - 1))
+        self._ready = True
+        log.info("devnet.traffic.ready", client=client.lower())
+
+    def _send(self, key: str, fn: ContractFunction) -> TxReceipt:
+        return send_call(self.w3, key, fn)
+
+    def _block_time(self, receipt: TxReceipt) -> int:
+        return int(self.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
+
+    def _later(self, at: int, label: str, action: Callable[[], Any], *, keeper: bool) -> None:
+        """Schedule ``action`` for chain time ``at``; keeper actions only when self-keeping."""
+        if keeper and not self.self_keep:
+            return
+        heapq.heappush(self._due, _Due(at, next(self._seq), label, action))
+
+    def _run_due(self) -> None:
+        head = self.control.timestamp()
+        while self._due and self._due[0].at <= head:
+            due = heapq.heappop(self._due)
+            try:
+                due.action()
+                self.counts[due.label] += 1
+                log.info("devnet.traffic.due_action", action=due.label)
+            except (TxFailed, ContractLogicError) as exc:
+                # someone (the daemon) got there first, or the state moved on: nothing to do
+                log.info("devnet.traffic.due_skipped", action=due.label, error=type(exc).__name__)
+
+    # ----- ERC-8183 building blocks -----
+
+    def _budget(self) -> int:
+        return (10 + next(self._serial) % 90) * USDC
+
+    def _open_job(self, escrow: Contract, *, fund: bool) -> tuple[int, int]:
+        """Create a SchemaEval job with a budget (funded unless told); (job id, expiredAt)."""
+        r = self.roles
+        expired_at = self.control.timestamp() + self.timing.job_ttl
+        provider, evaluator = address_of(r.provider), address_of(r.evaluator)
+        description = self.fixtures.description
+        budget = self._budget()
+        if escrow is self.legacy:
+            self._send(
+                r.client, escrow.functions.createJob(provider, evaluator, expired_at, description)
+            )
+            job = int(escrow.functions.jobCounter().call())
+            self._send(r.client, escrow.functions.setBudget(job, budget, b""))
+        else:
+            self._send(
+                r.client,
+                escrow.functions.createJob(
+                    provider, evaluator, expired_at, description, ZERO_ADDRESS, 0
+                ),
+            )
+            job = int(escrow.functions.jobCounter().call())
+            self._send(r.client, escrow.functions.setBudget(job, self.usdc.address, budget, b""))
+        if fund:
+            self._send(r.client, escrow.functions.fund(job, budget, b""))
+        return job, expired_at
+
+    def _deliver(self, escrow: Contract, job: int, content: bytes) -> tuple[str, int]:
+        """The provider uploads ``content`` and submits its hash; (deliverable, submittedAt)."""
+        deliverable = self.book.publish_content(content)
+        receipt = self._send(
+            self.roles.provider, escrow.functions.submit(job, bytes.fromhex(deliverable[2:]), b"")
+        )
+        return deliverable, self._block_time(receipt)
+
+    def _judge(self, escrow: Contract, job: int, content: bytes, *, tamper: bool = False) -> str:
+        """Deliver, then the evaluator publishes its verdict and records its digest on chain."""
+        deliverable, _ = self._deliver(escrow, job, content)
+        verdict = schemaeval_verdict(job, self.fixtures.description, content, deliverable)
+        reason = verdict_digest(verdict)
+        served = (
+            {**verdict, "esito": "reject", "motivi": ["/fornitori: tampered"]}
+            if tamper
+            else verdict
+        )
+        info = {
+            "id": str(job),
+            "contract": escrow.address.lower(),
+            "evaluator": address_of(self.roles.evaluator).lower(),
+            "deliverable": deliverable,
+            "status": verdict["esito"],
+        }
+        self.book.publish_job(escrow.address, job, info, served)
+        action = (
+            escrow.functions.complete if verdict["esito"] == "complete" else escrow.functions.reject
+        )
+        receipt = self._send(self.roles.evaluator, action(job, bytes.fromhex(reason[2:]), b""))
+        log.info(
+            "devnet.traffic.job_judged",
+            contract=escrow.address.lower(),
+            job_id=job,
+            esito=verdict["esito"],
+            tampered=tamper,
+            tx=receipt["transactionHash"].to_0x_hex(),
+        )
+        return str(verdict["esito"])
+
+    def _refund_later(self, escrow: Contract, job: int, at: int) -> None:
+        fn = escrow.functions.claimRefund(job)
+        self._later(
+            at, "claim_refund", lambda: self._send(self.roles.fallback_keeper, fn), keeper=True
+        )
+
+    # ----- ERC-8183 scenarios -----
+
+    def _job_complete(self) -> None:
+        job, _ = self._open_job(self.commerce, fund=True)
+        self._judge(self.commerce, job, self.fixtures.complete)
+
+    def _job_reject_too_few(self) -> None:
+        job, _ = self._open_job(self.commerce, fund=True)
+        self._judge(self.commerce, job, self.fixtures.too_few)
+
+    def _job_reject_bad_piva(self) -> None:
+        job, _ = self._open_job(self.commerce, fund=True)
+        self._judge(self.commerce, job, self.fixtures.bad_piva)
+
+    def _job_reject_not_json(self) -> None:
+        job, _ = self._open_job(self.commerce, fund=True)
+        self._judge(self.commerce, job, self.fixtures.not_json)
+
+    def _job_tampered(self) -> None:
+        job, _ = self._open_job(self.commerce, fund=True)
+        self._judge(self.commerce, job, self.fixtures.complete, tamper=True)
+
+    def _job_expire(self) -> None:
+        """Funded, never delivered: refundable at expiredAt."""
+        job, expired_at = self._open_job(self.commerce, fund=True)
+        self._refund_later(self.commerce, job, expired_at)
+
+    def _job_abandoned(self) -> None:
+        """Delivered but never judged: refundable after expiry and the grace period."""
+        job, expired_at = self._open_job(self.commerce, fund=True)
+        _, submitted_at = self._deliver(self.commerce, job, self.fixtures.complete)
+        self._refund_later(self.commerce, job, max(expired_at, submitted_at + GRACE_PERIOD))
+
+    def _job_open_budget(self) -> None:
+        """Budget set, never funded: claimRefund would pay out other jobs' escrow. Never kept."""
+        self._open_job(self.commerce, fund=False)
+
+    def _legacy_complete(self) -> None:
+        job, _ = self._open_job(self.legacy, fund=True)
+        self._judge(self.legacy, job, self.fixtures.complete)
+
+    def _legacy_expire(self) -> None:
+        job, expired_at = self._open_job(self.legacy, fund=True)
+        self._refund_later(self.legacy, job, expired_at)
+
+    # ----- task market building blocks -----
+
+    def _new_task(self, market: Contract, *, evaluator: bool) -> tuple[bytes, int, int]:
+        """Create (and optionally give an evaluator to) a task; (id, reward, expiryTime)."""
+        r = self.roles
+        n = next(self._serial)
+        task = bytes.fromhex(keccak_hex(f"devnet-task-{market.address}-{n}".encode())[2:])
+        reward = (20 + n % 50) * USDC
+        expiry = self.control.timestamp() + self.timing.task_ttl
+        mode = b"eval" if evaluator else b"bnty"
+        self._send(r.client, market.functions.createTask(task, reward, expiry, mode))
+        if evaluator:
+            self._send(
+                r.client,
+                market.functions.assignEvaluator(
+                    task,
+                    address_of(r.evaluator),
+                    EVALUATOR_STAKE,
+                    EVALUATOR_FEE_BPS,
+                    self.timing.evaluation_window,
+                    self.timing.appeal_window,
+                    address_of(r.resolver),
+                ),
+            )
+        return task, reward, expiry
+
+    def _work(self, market: Contract, task: bytes) -> int:
+        """The worker claims and submits; returns submittedAt."""
+        self._send(self.roles.worker, market.functions.claimTask(task))
+        content = self.fixtures.complete
+        deliverable = bytes.fromhex(self.book.publish_content(content)[2:])
+        receipt = self._send(self.roles.worker, market.functions.submitWork(task, deliverable))
+        return self._block_time(receipt)
+
+    def _award(self, reward: int) -> list[tuple[str, int, int]]:
+        fee = reward * EVALUATOR_FEE_BPS // 10_000
+        return [(address_of(self.roles.worker), reward - fee, 1)]
+
+    def _evaluate(self, market: Contract, task: bytes, verdict: int, awards: list[Any]) -> int:
+        evidence = bytes.fromhex(keccak_hex(task + bytes([verdict]))[2:])
+        fn = market.functions.evaluate(task, verdict, 90, 80, evidence, awards)
+        return self._block_time(self._send(self.roles.evaluator, fn))
+
+    # ----- task market scenarios -----
+
+    def _task_finalize(self) -> None:
+        """APPROVE verdict; the appeal window runs out and the keeper finalizes."""
+        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
+        self._work(self.taskmarket, task)
+        evaluated_at = self._evaluate(self.taskmarket, task, 0, self._award(reward))
+        fn = self.taskmarket.functions.finalizeVerdict(task)
+        self._later(
+            evaluated_at + self.timing.appeal_window,
+            "finalize_verdict",
+            lambda: self._send(self.roles.fallback_keeper, fn),
+            keeper=True,
+        )
+
+    def _task_appeal(self) -> None:
+        """REJECT verdict; the worker appeals and the resolver awards the reward."""
+        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
+        self._work(self.taskmarket, task)
+        self._evaluate(self.taskmarket, task, 1, [])
+        self._send(self.roles.worker, self.taskmarket.functions.appeal(task))
+        self._send(
+            self.roles.resolver,
+            self.taskmarket.functions.resolveDispute(task, 0, self._award(reward)),
+        )
+
+    def _task_timeout(self) -> None:
+        """The evaluator never answers; anyone may time it out after the window."""
+        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
+        submitted_at = self._work(self.taskmarket, task)
+        fn = self.taskmarket.functions.evaluatorTimeout(task)
+        self._later(
+            submitted_at + self.timing.evaluation_window + 1,
+            "evaluator_timeout",
+            lambda: self._send(self.roles.fallback_keeper, fn),
+            keeper=True,
+        )
+
+    def _task_timeout_strict(self) -> None:
+        """On the requester-only market the keeper is refused; the requester acts, late."""
+        task, _, _ = self._new_task(self.strict, evaluator=True)
+        submitted_at = self._work(self.strict, task)
+        fn = self.strict.functions.evaluatorTimeout(task)
+        due = submitted_at + self.timing.evaluation_window + 1 + self.timing.requester_patience
+        self._later(
+            due, "requester_timeout", lambda: self._send(self.roles.client, fn), keeper=False
+        )
+
+    def _task_expire(self) -> None:
+        """Nobody claims it; refundable one second after expiryTime."""
+        task, _, expiry = self._new_task(self.taskmarket, evaluator=False)
+        fn = self.taskmarket.functions.refundExpired(task)
+        self._later(
+            expiry + 1,
+            "refund_expired",
+            lambda: self._send(self.roles.fallback_keeper, fn),
+            keeper=True,
+        )
+
+    def _task_accept(self) -> None:
+        """No evaluator: the requester accepts the submission itself."""
+        task, _, _ = self._new_task(self.taskmarket, evaluator=False)
+        self._work(self.taskmarket, task)
+        self._send(self.roles.client, self.taskmarket.functions.acceptSubmission(task))
