@@ -1,0 +1,158 @@
+"""Tests for keeper.api.params and keeper.api.health: pure parsing and readiness rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keeper.api.health import ReadinessInputs, readiness_checks
+from keeper.api.params import (
+    MAX_LIMIT,
+    BadParam,
+    decode_cursor,
+    encode_cursor,
+    parse_job_id,
+    parse_list_query,
+    resolve_contract,
+)
+
+ACP = "0x" + "a1" * 20
+CONTRACTS = {"acp": ACP}
+
+
+class TestCursor:
+    @given(
+        block=st.integers(min_value=0, max_value=2**63 - 1),
+        contract=st.text(max_size=50),
+        subject=st.text(max_size=80),
+    )
+    def test_round_trip(self, block: int, contract: str, subject: str) -> None:
+        """Any key encodes to a URL-safe token that decodes back to itself."""
+        token = encode_cursor("jobs", (block, contract, subject))
+        assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        assert decode_cursor("jobs", token) == (block, contract, subject)
+
+    def test_kind_is_checked(self) -> None:
+        """A jobs cursor is refused by the tasks list."""
+        token = encode_cursor("jobs", (1, ACP, "1"))
+        with pytest.raises(BadParam) as info:
+            decode_cursor("tasks", token)
+        assert info.value.param == "cursor"
+
+    @given(st.text(max_size=60))
+    def test_garbage_is_bad_param_never_crash(self, token: str) -> None:
+        """Arbitrary text either decodes to a well-typed key or raises BadParam('cursor')."""
+        try:
+            block, contract, subject = decode_cursor("jobs", token)
+        except BadParam as exc:
+            assert exc.param == "cursor"
+        else:
+            assert isinstance(block, int) and isinstance(contract, str)
+            assert isinstance(subject, str)
+
+
+class TestListQuery:
+    def test_defaults(self) -> None:
+        """No parameters: default page size, no filters."""
+        query = parse_list_query("jobs", {}, CONTRACTS)
+        assert (query.limit, query.contract, query.statuses, query.after) == (50, None, (), None)
+
+    def test_everything_normalised(self) -> None:
+        """Names resolve to addresses, addresses lowercase, statuses split."""
+        query = parse_list_query(
+            "jobs",
+            {
+                "contract": ["acp"],
+                "status": ["funded, submitted"],
+                "client": ["0x" + "AB" * 20],
+                "limit": [str(MAX_LIMIT)],
+            },
+            CONTRACTS,
+        )
+        assert query.contract == ACP
+        assert query.statuses == ("funded", "submitted")
+        assert query.parties == {"client": "0x" + "ab" * 20}
+        assert query.limit == MAX_LIMIT
+
+    def test_task_statuses_differ_from_job_statuses(self) -> None:
+        """'appealing' is a task status, not a job status."""
+        assert parse_list_query("tasks", {"status": ["appealing"]}, {}).statuses == ("appealing",)
+        with pytest.raises(BadParam, match="status: unknown status 'appealing'"):
+            parse_list_query("jobs", {"status": ["appealing"]}, {})
+
+
+class TestIds:
+    @pytest.mark.parametrize("value", ["0", "7", str(2**256 - 1)])
+    def test_valid_job_ids(self, value: str) -> None:
+        """Canonical decimal uint256 values are accepted as is."""
+        assert parse_job_id(value) == value
+
+    @pytest.mark.parametrize("value", ["", "-1", "01", "1e3", "٣", str(2**256), " 7"])
+    def test_invalid_job_ids(self, value: str) -> None:
+        """Non-canonical or out-of-range ids are refused, naming jobId."""
+        with pytest.raises(BadParam) as info:
+            parse_job_id(value)
+        assert info.value.param == "jobId"
+
+    def test_contract_by_name_or_address(self) -> None:
+        """A configured name or any well-formed address resolves; anything else lists names."""
+        assert resolve_contract("acp", CONTRACTS) == ACP
+        assert resolve_contract("0x" + "CD" * 20, CONTRACTS) == "0x" + "cd" * 20
+        with pytest.raises(BadParam, match=r"unknown contract 'acpp' \(names: acp"):
+            resolve_contract("acpp", CONTRACTS)
+
+
+def inputs(**overrides: object) -> ReadinessInputs:
+    base: dict[str, object] = {
+        "rpc_reachable": True,
+        "halted_reason": None,
+        "head_block": 1000,
+        "indexed_block": 1000,
+        "cursor_idle_seconds": 1.0,
+        "max_idle_seconds": 30.0,
+        "head_tolerance_blocks": 2,
+        "keeper_enabled": False,
+        "signer_balance_wei": None,
+        "min_balance_wei": 10**16,
+    }
+    base.update(overrides)
+    return ReadinessInputs(**base)  # type: ignore[arg-type]
+
+
+class TestReadiness:
+    def test_healthy(self) -> None:
+        """At head, RPC up, not halted, keeper off: every check passes, no signer check."""
+        checks = readiness_checks(inputs())
+        assert set(checks) == {"rpc", "indexing", "cursor"}
+        assert all(c.ok for c in checks.values())
+
+    @pytest.mark.parametrize(
+        ("overrides", "failed"),
+        [
+            ({"rpc_reachable": False}, "rpc"),
+            ({"halted_reason": "reorg deeper than window"}, "indexing"),
+            ({"indexed_block": None}, "cursor"),
+            ({"indexed_block": 900, "cursor_idle_seconds": 31.0}, "cursor"),
+            ({"keeper_enabled": True, "signer_balance_wei": 10**16 - 1}, "signer"),
+            ({"keeper_enabled": True, "signer_balance_wei": None}, "signer"),
+        ],
+    )
+    def test_each_failure(self, overrides: dict[str, object], failed: str) -> None:
+        """Each broken promise fails exactly its own check."""
+        checks = readiness_checks(inputs(**overrides))
+        assert [name for name, c in checks.items() if not c.ok] == [failed]
+
+    @pytest.mark.parametrize(
+        ("indexed", "idle", "ok"),
+        [(998, 999.0, True), (997, 999.0, False), (500, 29.0, True), (500, 30.0, True)],
+    )
+    def test_cursor_boundaries(self, indexed: int, idle: float, ok: bool) -> None:
+        """Within the head tolerance the cursor is fine; behind it, it must be moving."""
+        check = readiness_checks(inputs(indexed_block=indexed, cursor_idle_seconds=idle))["cursor"]
+        assert check.ok is ok
+
+    def test_funded_signer_passes_at_minimum(self) -> None:
+        """A balance equal to the minimum is enough."""
+        check = readiness_checks(inputs(keeper_enabled=True, signer_balance_wei=10**16))["signer"]
+        assert check.ok
