@@ -140,6 +140,11 @@ class Keeper:
 
     # ------------------------------------------------------------------ entry points
 
+    @property
+    def ready(self) -> bool:
+        """For /readyz: recovered, and the signer can pay for what it must send."""
+        return self._recovered and self.balance_ok
+
     async def recover(self) -> None:
         """At startup: check every hash ever sent and still open before anything new is sent."""
         async with self._lock:
@@ -399,8 +404,16 @@ class Keeper:
         summary.sent += 1
         await self._broadcast(attempt, head)
 
-    async def _broadcast(self, attempt: Attempt, head: BlockHeader) -> None:
-        """Send the stored raw bytes; an ambiguous failure leaves the attempt to be checked."""
+    async def _broadcast(
+        self, attempt: Attempt, head: BlockHeader, *, resend: bool = False
+    ) -> str | None:
+        """Send the stored raw bytes; None when the node took them, else the refusal kind.
+
+        A first send that the node refuses outright frees its intents for a new
+        decision. A resend of stored bytes is never marked failed here: the
+        caller replaces it (underpriced) or the next reconcile sees its nonce
+        spent (nonce too low).
+        """
         try:
             await self.rpc.send_raw_transaction(attempt.raw_tx)
         except RpcError as exc:
@@ -408,15 +421,16 @@ class Keeper:
             if kind == "already_known":
                 pass
             elif kind in ("nonce_too_low", "underpriced", "execution_reverted", "invalid_request"):
-                self._reject_attempt(attempt, str(kind))
-                return
+                if not resend:
+                    self._reject_attempt(attempt, str(kind))
+                return str(kind)
             else:
                 # timeout, lost response, 5xx: the node may well have it. The
                 # next reconcile looks the hash up before anything else is sent.
                 log.warning(
                     "keeper_send_unknown", tx_hash=attempt.tx_hash, nonce=attempt.nonce, kind=kind
                 )
-                return
+                return str(kind)
         self.store.mark_attempt(attempt.id, "sent", sent_block=head.number)
         log.info(
             "keeper_tx_sent",
@@ -425,6 +439,7 @@ class Keeper:
             kind=attempt.kind,
             intents=len(self.store.attempt_intent_ids(attempt.id)),
         )
+        return None
 
     def _reject_attempt(self, attempt: Attempt, why: str) -> None:
         """The node refused the bytes outright: the nonce is not ours to use, or fees too low."""
@@ -518,7 +533,9 @@ class Keeper:
             if latest.kind != "cancel" and not await self._still_wanted(latest, head, summary):
                 return
             log.info("keeper_rebroadcast", tx_hash=latest.tx_hash, nonce=nonce)
-            await self._broadcast(latest, head)
+            if await self._broadcast(latest, head, resend=True) == "underpriced":
+                # evicted for its fee (base fee above its cap): same calls, higher fees
+                await self._replace(latest, head, summary)
             return
         if latest.status != "sent":  # signed (response lost) or mined (reorged back to pool)
             self.store.mark_attempt(latest.id, "sent", sent_block=head.number)

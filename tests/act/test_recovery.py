@@ -1,0 +1,298 @@
+"""Crashes, lost replies, forgetful nodes, stuck transactions and reorgs never double-send."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import MakeKeeper, make_rpc
+from keeper_harness import KEEPER_KEYS, Escrows, address_of
+from support.rpc_proxy import RpcProxy
+
+from keeper.act import Keeper
+from keeper.domain.model import BlockHeader, JobStatus
+from keeper.rpc.client import RpcClient
+
+CHILD = Path(__file__).with_name("keeper_child.py")
+
+
+async def head(rpc: RpcClient) -> BlockHeader:
+    block = await rpc.get_block("latest")
+    assert block is not None
+    return block
+
+
+def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
+    return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
+
+
+def sends(proxy: RpcProxy) -> int:
+    return sum(1 for method, _ in proxy.calls if method == "eth_sendRawTransaction")
+
+
+class TestLostReply:
+    """A send whose reply is lost is recognised as sent, not re-sent at a new nonce."""
+
+    async def test_lost_reply_is_found_by_hash(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """The proxy forwards the raw tx and cuts the reply; the next tick finds the receipt."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.mine_at(expiry)
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as flaky:
+            keeper = make_keeper(client=flaky)
+            proxy.rules.on("eth_sendRawTransaction", drop_reply=1)
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            [attempt] = keeper.store.all_attempts()
+            assert attempt.status == "signed"  # we do not know whether it went out
+            escrows.control.mine()
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            escrows.control.mine()
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            assert sends(proxy) == 1
+        [attempt] = keeper.store.all_attempts()
+        [intent] = keeper.store.all_intents()
+        assert (attempt.status, intent.outcome, intent.tx_hash) == (
+            "confirmed",
+            "confirmed",
+            attempt.tx_hash,
+        )
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+
+
+def _spawn(escrows: Escrows, url: str, db: Path, ids: list[str]) -> subprocess.Popen[str]:
+    spec = {
+        "db": str(db),
+        "url": url,
+        "multicall": escrows.d.multicall,
+        "jobs": [{**dataclasses.asdict(j), "status": int(j.status)} for j in escrows.jobs(ids)],
+    }
+    env = {**os.environ, "KEEPER_PRIVATE_KEY": KEEPER_KEYS[0]}
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), json.dumps(spec)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _attempt_hash(db: Path, timeout: float = 30.0) -> str:
+    """Wait until the child has persisted its attempt; return the attempt's hash."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            conn = sqlite3.connect(db)
+            try:
+                row = conn.execute("SELECT tx_hash FROM keeper_attempts").fetchone()
+            except sqlite3.OperationalError:
+                row = None
+            finally:
+                conn.close()
+            if row:
+                return str(row[0])
+        time.sleep(0.02)
+    raise TimeoutError("the child never recorded an attempt")
+
+
+def _kill_mid_send(
+    child: subprocess.Popen[str], proxy: RpcProxy, escrows: Escrows, db: Path, forwarded: bool
+) -> str:
+    """SIGKILL the child once its attempt is persisted and its send is in the proxy's hands."""
+    try:
+        tx_hash = _attempt_hash(db)
+        deadline = time.monotonic() + 10
+        while sends(proxy) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        while forwarded and escrows.control.call("eth_getTransactionReceipt", tx_hash) is None:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    assert child.returncode == -signal.SIGKILL
+    return tx_hash
+
+
+class TestSigkill:
+    """SIGKILL around the broadcast: after restart nothing is sent twice and no nonce gap stays."""
+
+    @pytest.mark.parametrize(
+        "forwarded", [False, True], ids=["before-broadcast", "after-broadcast"]
+    )
+    async def test_restart_settles_the_one_attempt(
+        self,
+        escrows: Escrows,
+        rpc: RpcClient,
+        make_keeper: MakeKeeper,
+        tmp_path: Path,
+        forwarded: bool,
+    ) -> None:
+        """The restarted keeper resends the stored bytes (or finds them mined), never a new tx."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(2, expiry)
+        escrows.control.mine_at(expiry)
+        db = tmp_path / "keeper0.db"
+        with RpcProxy(escrows.url) as proxy:
+            if forwarded:  # the node gets the tx; the reply never comes back
+                proxy.rules.on(
+                    "eth_sendRawTransaction", drop_reply=1, drop_mode="timeout", delay=60
+                )
+            else:  # the request hangs before it reaches the node
+                proxy.rules.on("eth_sendRawTransaction", timeout=1, delay=60)
+            tx_hash = _kill_mid_send(
+                _spawn(escrows, proxy.url, db, ids), proxy, escrows, db, forwarded
+            )
+        # the proxy is gone: a hanging request can no longer reach the node
+        mined_before = nonce_of(escrows, KEEPER_KEYS[0])
+        assert mined_before == (1 if forwarded else 0)
+        keeper = make_keeper(db=db)
+        await keeper.recover()
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [attempt] = keeper.store.all_attempts()
+        assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
+        assert {i.outcome for i in keeper.store.all_intents()} == {"confirmed"}
+        assert (
+            nonce_of(escrows, KEEPER_KEYS[0]) == 1 == nonce_of(escrows, KEEPER_KEYS[0], "pending")
+        )
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
+
+class TestForgetfulNode:
+    """A node that forgets a pending tx gets the same raw bytes again."""
+
+    async def test_dropped_from_pool_is_rebroadcast(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """After anvil drops the pending tx, the keeper resends the identical bytes."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.mine_at(expiry)
+        keeper = make_keeper()
+        escrows.control.set_automine(False)
+        try:
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            [attempt] = keeper.store.all_attempts()
+            escrows.control.drop_transaction(attempt.tx_hash)
+            assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is None
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is not None
+            escrows.control.mine()
+        finally:
+            escrows.control.set_automine(True)
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [again] = keeper.store.all_attempts()
+        assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
+
+
+class TestStuck:
+    """A transaction stuck below the base fee is replaced, or cancelled once obsolete."""
+
+    async def _stuck(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> tuple[Keeper, list[str]]:
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.set_base_fee(10**9)
+        escrows.control.mine_at(expiry)
+        keeper = make_keeper()
+        escrows.control.set_automine(False)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [first] = keeper.store.all_attempts()
+        # the base fee jumps above what the pending tx offers: it cannot be included
+        escrows.control.set_base_fee(first.max_fee + 10**9)
+        escrows.control.mine()
+        assert escrows.control.call("eth_getTransactionReceipt", first.tx_hash) is None
+        return keeper, ids
+
+    async def test_stuck_tx_is_replaced_with_higher_fees(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """After bump_after_blocks the same call is re-signed at the same nonce with >= 12.5%."""
+        keeper, ids = await self._stuck(escrows, rpc, make_keeper)
+        try:
+            for _ in range(keeper.settings.bump_after_blocks):
+                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                escrows.control.mine()
+        finally:
+            escrows.control.set_automine(True)
+        for _ in range(2):
+            escrows.control.mine()
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        attempts = keeper.store.all_attempts()
+        assert len(attempts) == 2 and attempts[0].nonce == attempts[1].nonce == 0
+        assert attempts[1].max_fee * 8 >= attempts[0].max_fee * 9
+        assert attempts[1].tip * 8 >= attempts[0].tip * 9
+        assert [a.status for a in attempts] == ["replaced", "confirmed"]
+        assert keeper.store.all_intents()[0].tx_hash == attempts[1].tx_hash
+
+    async def test_obsolete_stuck_tx_is_cancelled(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """When a rival settles the job first, the stuck nonce is spent on a self-transfer."""
+        keeper, ids = await self._stuck(escrows, rpc, make_keeper)
+        try:
+            rival = make_keeper(1)
+            await rival.tick(await head(rpc), escrows.jobs(ids), [])
+            escrows.control.mine()
+            assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+            for _ in range(keeper.settings.bump_after_blocks):
+                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                escrows.control.mine()
+        finally:
+            escrows.control.set_automine(True)
+        for _ in range(2):
+            escrows.control.mine()
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        attempts = keeper.store.all_attempts()
+        assert [(a.kind, a.status) for a in attempts] == [
+            ("call", "replaced"),
+            ("cancel", "confirmed"),
+        ]
+        assert attempts[1].to_address == address_of(KEEPER_KEYS[0])
+        assert keeper.store.all_intents()[0].outcome == "preempted"
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+
+
+class TestReorg:
+    """A confirmed refund whose block is reorged out is executed again."""
+
+    async def test_reorged_out_refund_is_reexecuted(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """After anvil_reorg removes the refund's block, the keeper sends it again and confirms."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.mine_at(expiry)
+        keeper = make_keeper()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [intent] = keeper.store.all_intents()
+        assert intent.outcome == "confirmed"
+        escrows.control.reorg(2)  # replaces the refund's block and the one after it
+        assert escrows.control.call("eth_getTransactionReceipt", intent.tx_hash) is None
+        assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+        [again] = keeper.store.all_intents()
+        assert again.outcome == "confirmed"
+        assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
