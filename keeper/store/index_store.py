@@ -194,8 +194,8 @@ def _task_row(chain_id: int, s: TaskState) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-_JOB_INSERT: Final = f"INSERT INTO jobs VALUES ({','.join('?' * 23)})"
-_TASK_INSERT: Final = f"INSERT INTO tasks VALUES ({','.join('?' * 29)})"
+_JOB_INSERT: Final = f"INSERT OR REPLACE INTO jobs VALUES ({','.join('?' * 23)})"
+_TASK_INSERT: Final = f"INSERT OR REPLACE INTO tasks VALUES ({','.join('?' * 29)})"
 
 
 def _topics_json(topics: tuple[str, ...]) -> str:
@@ -309,12 +309,15 @@ class IndexStore:
                 "e.log_index",
                 (cid,),
             )
-            reads = c.execute(
+            reads: dict[tuple[str, str], list[ChainRead]] = {}
+            for row in c.execute(
                 "SELECT contract, subject, kind, block_number, block_hash, result_json "
-                "FROM chain_reads WHERE chain_id = ?",
+                "FROM chain_reads WHERE chain_id = ? AND subject != ''",
                 (cid,),
-            ).fetchall()
-            self._write_projections(rows, [_read_from_row(r) for r in reads])
+            ):
+                read = _read_from_row(row)
+                reads.setdefault((read.contract, read.subject), []).append(read)
+            self._write_projections(self._groups(rows, reads, {}))
 
     # --- internals --------------------------------------------------------------------
 
@@ -376,7 +379,7 @@ class IndexStore:
                         (cid, r.block_hash, r.contract),
                     )
                 )
-        self._rebuild_subjects(touched, batch.events)
+        self._rebuild_subjects(touched, batch.events, batch.reads)
         self._set_cursor(batch.indexed_block, batch.indexed_hash, batch.finalized_block)
         c.execute(
             "DELETE FROM blocks WHERE chain_id = ? AND number < ?",
@@ -428,93 +431,131 @@ class IndexStore:
         )
 
     def _rebuild_subjects(
-        self, touched: Iterable[tuple[str, str]], fresh: Sequence[Event] = ()
+        self,
+        touched: Iterable[tuple[str, str]],
+        fresh: Sequence[Event] = (),
+        fresh_reads: Sequence[ChainRead] = (),
     ) -> None:
         """Replace the projections of the given subjects with fresh reductions.
 
-        ``fresh`` are events just written: their stored rows decode to the very
-        same Event (same block hash and log index means the same log), so they
-        are reused instead of decoded again.
+        ``fresh`` and ``fresh_reads`` were just written by this transaction.
+        When the stored events of their block range are exactly them (checked
+        by count, all of them having just been inserted or found), only events
+        outside that range are read back and decoded; otherwise every event of
+        the touched subjects is read back. Both paths give the same reduction.
         """
         c, cid = self.conn, self.chain_id
         c.execute("DELETE FROM temp.touched")
         c.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?, ?)", touched)
-        c.execute(
-            "DELETE FROM jobs WHERE chain_id = ? AND (contract, job_id) IN "
-            "(SELECT contract, subject FROM temp.touched)",
-            (cid,),
-        )
-        c.execute(
-            "DELETE FROM tasks WHERE chain_id = ? AND (contract, task_id) IN "
-            "(SELECT contract, subject FROM temp.touched)",
-            (cid,),
-        )
-        reads = c.execute(
+        replace = not fresh and not fresh_reads  # a rollback: some subjects may vanish
+        if replace:
+            for table, col in (("jobs", "job_id"), ("tasks", "task_id")):
+                c.execute(
+                    f"DELETE FROM {table} WHERE chain_id = ? AND (contract, {col}) IN "
+                    "(SELECT contract, subject FROM temp.touched)",
+                    (cid,),
+                )
+        known_reads = {(r.contract, r.subject, r.kind, r.block_hash): r for r in fresh_reads}
+        reads: dict[tuple[str, str], list[ChainRead]] = {}
+        for row in c.execute(
             "SELECT r.contract, r.subject, r.kind, r.block_number, r.block_hash, r.result_json "
             "FROM temp.touched t CROSS JOIN chain_reads r ON r.chain_id = ? AND "
             "r.contract = t.contract AND r.subject = t.subject",
             (cid,),
-        ).fetchall()
-        # Raw topics/data of the fresh blocks are not fetched: those rows are
-        # in ``fresh`` already (a rare miss is fetched by primary key).
-        numbers = [e.log.block_number for e in fresh]
-        lo, hi = (min(numbers), max(numbers)) if numbers else (1, 0)
-        lite = _LOAD_COLS.replace(
-            "e.topics_json, e.data_hex",
-            "CASE WHEN e.block_number BETWEEN ? AND ? THEN NULL ELSE e.topics_json END, "
-            "CASE WHEN e.block_number BETWEEN ? AND ? THEN NULL ELSE e.data_hex END",
-        )
-        rows = c.execute(
-            f"SELECT {lite} FROM temp.touched t CROSS JOIN events e ON e.chain_id = ? AND "
-            f"e.contract = t.contract AND e.subject = t.subject {_TOKEN_JOIN}",
-            (lo, hi, lo, hi, cid),
-        ).fetchall()
-        # sorted here: SQLite would build a temp B-tree of whole rows for ORDER BY
-        rows.sort(key=lambda r: (r[0], r[1], r[5], r[9]))
-        known = {(e.log.block_hash, e.log.log_index): e for e in fresh}
-        self._write_projections(rows, [_read_from_row(r) for r in reads], known)
+        ):
+            read = known_reads.get((row[0], row[1], row[2], row[4])) or _read_from_row(row)
+            reads.setdefault((read.contract, read.subject), []).append(read)
 
-    def _write_projections(
+        keys = {(e.log.block_hash, e.log.log_index) for e in fresh}
+        lo = min((e.log.block_number for e in fresh), default=1)
+        hi = max((e.log.block_number for e in fresh), default=0)
+        stored = c.execute(
+            "SELECT count(*) FROM events WHERE chain_id = ? AND block_number BETWEEN ? AND ?",
+            (cid, lo, hi),
+        ).fetchone()[0]
+        if not fresh or stored != len(keys):
+            rows = c.execute(
+                f"SELECT {_LOAD_COLS} FROM temp.touched t CROSS JOIN events e ON "
+                f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
+                f"{_TOKEN_JOIN}",
+                (cid,),
+            ).fetchall()
+            known = {(e.log.block_hash, e.log.log_index): e for e in fresh}
+            rows.sort(key=lambda r: (r[0], r[1], r[5], r[9]))
+            self._write_projections(self._groups(rows, reads, known))
+            return
+        rows = c.execute(
+            f"SELECT {_LOAD_COLS} FROM temp.touched t CROSS JOIN events e ON "
+            f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
+            f"AND (e.block_number < ? OR e.block_number > ?) {_TOKEN_JOIN}",
+            (cid, lo, hi),
+        ).fetchall()
+        tokens = {
+            (str(r[0]), str(r[1])): r
+            for r in c.execute(
+                "SELECT contract, block_hash, block_number, result_json FROM chain_reads "
+                "WHERE chain_id = ? AND subject = '' AND kind = ? AND block_number BETWEEN ? AND ?",
+                (cid, PAYMENT_TOKEN, lo, hi),
+            )
+        }
+        groups: dict[tuple[str, str], tuple[list[Event], list[ChainRead]]] = {}
+        for (contract, subject), events, subject_reads in self._groups(rows, reads, {}):
+            groups[(contract, subject)] = (events, subject_reads)
+        for e in fresh:
+            if e.subject is None:
+                continue
+            key = (e.contract, e.subject)
+            entry = groups.get(key)
+            if entry is None:
+                entry = groups[key] = ([], list(reads.get(key, ())))
+            entry[0].append(e)
+            if e.name == "BudgetSet":
+                token = tokens.get((e.contract, e.log.block_hash))
+                if token is not None:
+                    entry[1].append(
+                        ChainRead(e.contract, "", PAYMENT_TOKEN, token[2], token[1],
+                                  decode_result(token[3]))
+                    )  # fmt: skip
+        self._write_projections((k, ev, rd) for k, (ev, rd) in groups.items())
+
+    def _groups(
         self,
         rows: Iterable[Sequence[Any]],
-        reads: list[ChainRead],
-        known: Mapping[tuple[str, int], Event] | None = None,
-    ) -> None:
-        """Group event rows (sorted by contract, subject) and insert one projection each."""
-        by_subject: dict[tuple[str, str], list[ChainRead]] = {}
-        for r in reads:
-            by_subject.setdefault((r.contract, r.subject), []).append(r)
-        known = known or {}
-        jobs: list[tuple[Any, ...]] = []
-        tasks: list[tuple[Any, ...]] = []
+        reads: Mapping[tuple[str, str], list[ChainRead]],
+        known: Mapping[tuple[str, int], Event],
+    ) -> Iterator[tuple[tuple[str, str], list[Event], list[ChainRead]]]:
+        """Group event rows sorted by (contract, subject) into (key, events, reads), lazily."""
         for (contract, subject), group in groupby(rows, key=lambda r: (r[0], r[1])):
             events: list[Event] = []
-            mine = list(by_subject.get((contract, subject), ()))
+            mine = list(reads.get((contract, subject), ()))
             for row in group:
                 event = known.get((row[6], row[9]))
-                if event is None:
-                    event = _load_event(row if row[3] is not None else self._full_row(row))
-                events.append(event)
+                events.append(event if event is not None else _load_event(row))
                 if row[11] is not None:
                     mine.append(
                         ChainRead(contract, "", PAYMENT_TOKEN, row[5], row[6],
                                   decode_result(row[11]))
                     )  # fmt: skip
+            yield (contract, subject), events, mine
+
+    def _write_projections(
+        self, groups: Iterable[tuple[tuple[str, str], list[Event], list[ChainRead]]]
+    ) -> None:
+        """Reduce each subject and upsert its projection row, in chunks."""
+        jobs: list[tuple[Any, ...]] = []
+        tasks: list[tuple[Any, ...]] = []
+        for (contract, subject), events, reads in groups:
+            if not events:
+                continue
             if events[0].protocol is Protocol.ERC8183:
-                jobs.append(_job_row(self.chain_id, reduce_job(contract, subject, events, mine)))
+                jobs.append(_job_row(self.chain_id, reduce_job(contract, subject, events, reads)))
             else:
-                tasks.append(_task_row(self.chain_id, reduce_task(contract, subject, events, mine)))
+                tasks.append(
+                    _task_row(self.chain_id, reduce_task(contract, subject, events, reads))
+                )
             if len(jobs) + len(tasks) >= 5000:
                 self._flush(jobs, tasks)
         self._flush(jobs, tasks)
-
-    def _full_row(self, row: Sequence[Any]) -> Sequence[Any]:
-        full = self.conn.execute(
-            "SELECT topics_json, data_hex FROM events WHERE chain_id = ? AND block_hash = ? "
-            "AND log_index = ?",
-            (self.chain_id, row[6], row[9]),
-        ).fetchone()
-        return (*row[:3], full[0], full[1], *row[5:])
 
     def _flush(self, jobs: list[tuple[Any, ...]], tasks: list[tuple[Any, ...]]) -> None:
         self.conn.executemany(_JOB_INSERT, jobs)

@@ -117,6 +117,20 @@ class TestApply:
         small.rebuild_all()
         assert small.dump() == big.dump()
 
+    def test_overlapping_partial_batch_takes_the_full_reload_path(self, tmp_path: Path) -> None:
+        """A batch overlapping stored blocks with only some of their events still reduces right."""
+        blocks = Synth(seed=16).blocks(1, 14)
+        store = _store(tmp_path, "overlap.db")
+        store.apply_batch(batch_of(blocks[:10], finalized=0))
+        overlap = batch_of(blocks[4:], finalized=0)
+        dropped = [e for e in overlap.events if e.log.block_number == 6]
+        assert dropped
+        overlap.events = [e for e in overlap.events if e.log.block_number != 6]
+        store.apply_batch(overlap)
+        whole = _store(tmp_path, "whole.db")
+        whole.apply_batch(batch_of(blocks, finalized=0))
+        assert store.dump() == whole.dump()
+
     def test_window_is_pruned_below_finalized_minus_margin(self, tmp_path: Path) -> None:
         """Blocks older than finalized - keep_margin leave the window; the cursor follows."""
         store = _store(tmp_path)
