@@ -23,7 +23,11 @@ from keeper.verify.canonical import JsonValue
 # 2**53 - 1: the largest integer every JCS implementation (IEEE doubles) keeps exactly.
 MAX_SAFE_INTEGER = 9_007_199_254_740_991
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A JSON string, or an unterminated one up to the end of the text. Possessive
+# quantifiers and the optional closing quote make every match attempt at a quote
+# succeed without backtracking, so removing strings is linear even for
+# adversarial input like '"\\"\\"\\"...' (a plain pattern is quadratic there).
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
@@ -161,9 +165,7 @@ def extract_document(
 def max_depth(text: str) -> int:
     """Deepest bracket nesting, in linear time and constant stack (strings are skipped)."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    if not brackets:
-        return 0
-    return max(0, *accumulate(_DEPTH_STEP[c] for c in brackets))
+    return max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0)
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

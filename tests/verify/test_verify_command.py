@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class Commerce:
     w3: Web3
     contract: Any
     url: str
+    last_receipt: dict[str, Any] = field(default_factory=dict)
 
     @property
     def address(self) -> str:

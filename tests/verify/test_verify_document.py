@@ -51,6 +51,16 @@ class TestHostileDocuments:
         """The depth pre-scan skips string contents, escaped quotes included."""
         assert max_depth('{"s":"[[[[\\"[[[[", "t":["]]]"]}') == 2
 
+    @pytest.mark.parametrize(
+        "text", ['"' + '\\"' * 300_000, '"' * 1_000_000, '"\\' * 500_000, "[" * 1_000_000]
+    )
+    def test_depth_scan_is_linear(self, text: str) -> None:
+        """Unterminated strings full of escaped quotes or brackets are scanned in linear time."""
+        started = time.monotonic()
+        with pytest.raises(InvalidDocument):
+            parse_json(text.encode(), DocumentLimits(max_bytes=2 << 20))
+        assert time.monotonic() - started < 1.0
+
     def test_invalid_utf8(self) -> None:
         """Bytes that are not UTF-8 are a syntax failure naming the offending byte."""
         err = _invalid(b'{"a":"\xc3\x28"}')
