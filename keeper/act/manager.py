@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import structlog
+
 from keeper.act.calls import SimVerdict, classify_revert, encode_action, encode_aggregate3
 from keeper.act.chain import ChainRpc, failure_kind, revert_data
 from keeper.act.receipts import landed, moved_subject
@@ -33,14 +35,14 @@ from keeper.domain.model import BlockHeader, JobState, Protocol, TaskState
 from keeper.domain.nonces import NonceBook, find_gaps
 from keeper.domain.planner import Action, ActionKind, PlannerConfig, Report, plan
 from keeper.errors import RetryableError
-from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.rpc.errors import ExecutionRevertedError, RpcError
 from keeper.store.intents import ACTIVE_ATTEMPT, Attempt, Intent, IntentStore, Outcome
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]
 
-log = get_logger("keeper.act")
+# A lazy proxy (not get_logger().bind()), so logging configured after import applies.
+log = structlog.get_logger(component="keeper.act")
 
 CANCEL_GAS = 21_000  # a plain value transfer to ourselves: the protocol's fixed cost
 # Fee history depth and percentile for the tip: a few blocks smooths one

@@ -20,6 +20,7 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 
 from keeper.errors import ConfigError
+from keeper.obs.logging import register_secret
 
 __all__ = ["SignedTx", "Signer", "load_signer"]
 
@@ -42,6 +43,8 @@ class Signer:
             account = Account.from_key(key)
         except Exception:
             raise ConfigError("the keeper key is not a valid secp256k1 private key") from None
+        # defence in depth: even a line that somehow carried the key is masked
+        register_secret("0x" + bytes(account.key).hex())
         self.__account = account
         self.address: str = str(account.address).lower()
 
@@ -89,6 +92,7 @@ def load_signer(
         try:
             document = json.loads(Path(keystore).read_text(encoding="utf-8"))
             password = Path(keystore_password_file).read_text(encoding="utf-8").rstrip("\r\n")
+            register_secret(password)
         except (OSError, ValueError):
             raise ConfigError(
                 "keeper.keystore: cannot read the keystore or its passphrase file"
