@@ -141,7 +141,10 @@ class TestTransactions:
             assert await client.get_transaction_count(account.address) == 1
             assert await client.get_transaction_receipt("0x" + "77" * 32) is None
 
-    async def test_lost_reply_resend_returns_hash_once(self, anvil: AnvilProcess) -> None:
+    @pytest.mark.parametrize("drop_mode", ["close", "timeout"])
+    async def test_lost_reply_resend_returns_hash_once(
+        self, drop_mode: str, anvil: AnvilProcess
+    ) -> None:
         """When the reply to a broadcast is lost, the retry still yields the hash; one tx lands."""
         account = Account.from_key(DEV_KEYS[4])
         ctl = ChainControl(anvil.url)
@@ -149,9 +152,14 @@ class TestTransactions:
             ctl.set_automine(automine)
             nonce = int(ctl.call("eth_getTransactionCount", account.address, "pending"), 16)
             with RpcProxy(anvil.url) as proxy:
-                proxy.rules.on("eth_sendRawTransaction", drop_reply=1)
+                proxy.rules.on(
+                    "eth_sendRawTransaction", drop_reply=1, drop_mode=drop_mode, delay=1.0
+                )
                 async with RpcClient(
-                    [EndpointConfig("p", proxy.url)], retry_initial=0.01, backoff_base=0.01
+                    [EndpointConfig("p", proxy.url)],
+                    timeout=0.3,
+                    retry_initial=0.01,
+                    backoff_base=0.01,
                 ) as client:
                     raw = _signed(account, nonce=nonce)
                     assert await client.send_raw_transaction(raw) == tx_hash_of(raw)

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from rpc_fixtures import EMITTER, LogChain, RecordingObserver
+from rpc_fixtures import EMITTER, EMITTER_B, LogChain, RecordingObserver
 from support.rpc_proxy import RpcProxy
 
 from keeper.rpc import (
@@ -192,19 +192,25 @@ class TestRateLimits:
 
 
 class TestPoolAnswers:
+    @pytest.mark.parametrize("client_name", ["geth", "anvil", "besu", "nethermind"])
     @pytest.mark.parametrize(
-        ("message", "error"),
+        ("kind", "error"),
         [
-            ("nonce too low: address 0xabc, tx: 1 state: 2", NonceTooLowError),
-            ("already known", AlreadyKnownError),
-            ("replacement transaction underpriced", UnderpricedError),
+            ("nonce_too_low", NonceTooLowError),
+            ("already_known", AlreadyKnownError),
+            ("underpriced", UnderpricedError),
         ],
     )
     async def test_pool_refusals_raise_typed_errors_once(
-        self, message: str, error: type[RpcError], client: RpcClient, proxy: RpcProxy
+        self,
+        kind: str,
+        error: type[RpcError],
+        client_name: str,
+        client: RpcClient,
+        proxy: RpcProxy,
     ) -> None:
-        """Pool refusals map to their own class and are never retried."""
-        proxy.rules.on("eth_sendRawTransaction", error=1, error_message=message)
+        """Each client's wording of a pool refusal maps to one class and is never retried."""
+        proxy.rules.reject_tx(kind, client=client_name)
         with pytest.raises(error):
             await client.request("eth_sendRawTransaction", ["0x00"])
         assert len(proxy.requests_for("eth_sendRawTransaction")) == 1
@@ -324,3 +330,24 @@ class TestBackoffAcrossCalls:
             started = time.monotonic()
             assert await client.block_number() == 120
             assert time.monotonic() - started >= 0.4
+
+
+class TestChaos:
+    async def test_flaky_providers_lose_nothing(
+        self, pair: tuple[RpcProxy, RpcProxy], log_chain: LogChain
+    ) -> None:
+        """With both providers failing a third of calls at random, every read still succeeds."""
+        a, b = pair
+        for proxy in pair:
+            for method in ("eth_blockNumber", "eth_getLogs", "batch"):
+                proxy.rules.on(method, flaky=0.33)
+        async with fast_client(
+            EndpointConfig("a", a.url), EndpointConfig("b", b.url), max_attempts=8
+        ) as client:
+            for _ in range(40):
+                assert await client.block_number() == 120
+            logs = await client.get_logs([EMITTER, EMITTER_B], 0, 120)
+            blocks = await client.get_blocks(list(range(121)))
+        assert [lg.block_number for lg in logs] == log_chain.log_blocks
+        assert [blk.number for blk in blocks if blk] == list(range(121))
+        assert a.count("flaky") + b.count("flaky") > 5

@@ -35,6 +35,31 @@ ALCHEMY_RANGE = (
 )
 RANGE_STYLES = ("alchemy", "infura", "reth", "quicknode", "geth", "bare")
 
+# Transaction-pool refusals as real clients word them: (JSON-RPC code, message).
+POOL_ERRORS: dict[str, dict[str, tuple[int, str]]] = {
+    "nonce_too_low": {
+        "geth": (
+            -32000,
+            "nonce too low: address 0x0000000000000000000000000000000000000001, tx: 0 state: 1",
+        ),
+        "anvil": (-32003, "nonce too low"),
+        "besu": (-32001, "Nonce too low"),
+        "nethermind": (-32010, "OldNonce, Current nonce: 1, nonce of rejected tx: 0"),
+    },
+    "already_known": {
+        "geth": (-32000, "already known"),
+        "anvil": (-32003, "transaction already imported"),
+        "besu": (-32000, "Known transaction"),
+        "nethermind": (-32010, "AlreadyKnown"),
+    },
+    "underpriced": {
+        "geth": (-32000, "replacement transaction underpriced"),
+        "anvil": (-32003, "replacement transaction underpriced"),
+        "besu": (-32000, "Replacement transaction underpriced"),
+        "nethermind": (-32010, "ReplacementNotAllowed"),
+    },
+}
+
 
 @dataclass
 class MethodRule:
@@ -80,6 +105,13 @@ class ProxyRules:
                 raise AttributeError(f"MethodRule has no setting {key!r}")
             setattr(rule, key, value)
         return rule
+
+    def reject_tx(self, kind: str, *, client: str = "geth", count: int = 1) -> MethodRule:
+        """Answer the next ``count`` broadcasts with a pool refusal worded like ``client``."""
+        code, message = POOL_ERRORS[kind][client]
+        return self.on(
+            "eth_sendRawTransaction", error=count, error_code=code, error_message=message
+        )
 
     def clear(self) -> None:
         self.methods.clear()
