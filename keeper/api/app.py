@@ -159,21 +159,25 @@ class _Handlers:
 
     # --- JSON API -----------------------------------------------------------------------
 
-    def _live(self) -> dict[str, Any]:
+    def _live(self, db: Mapping[str, Any]) -> dict[str, Any]:
+        """The daemon's live view; lag falls back to the indexed block's age in wall time."""
         try:
-            return dict(self.status_provider())
+            live = dict(self.status_provider())
         except Exception:
             _log.exception("api_status_provider_failed")
-            return {}
+            live = {}
+        indexed_at = db.get("indexed_block_timestamp")
+        if live.get("lag_seconds") is None and indexed_at is not None:
+            live["lag_seconds"] = max(0, int(time.time()) - int(indexed_at))
+        live.setdefault("lag_seconds", None)
+        return live
 
     async def status(self, _request: web.Request) -> web.Response:
         db = await self._run(self.reads.status)
         locked = await self._run(self.reads.locked)
-        live = self._live()
+        live = self._live(db)
         cursor = db["cursor"] or {}
-        lag = live.get("lag_seconds")
-        if lag is None and db["indexed_block_timestamp"] is not None:
-            lag = max(0, int(time.time()) - int(db["indexed_block_timestamp"]))
+        lag = live["lag_seconds"]
         contracts = []
         addresses = set(self.names) | set(db["counts"])
         for address in sorted(addresses):
@@ -280,7 +284,7 @@ class _Handlers:
                 v["verification"] = await self._run(
                     partial(self.verification, v["contract"], v["job_id"])
                 )
-        return render_status(self._live(), db, locked, recent, self.contracts, message)
+        return render_status(self._live(db), db, locked, recent, self.contracts, message)
 
     async def lookup(self, request: web.Request) -> web.Response:
         """The lookup box's target: redirect to the detail page, or explain what is wrong."""

@@ -112,7 +112,7 @@ def render_status(
         f"<section><h2>Recent verdicts</h2>{verdicts}</section>"
         f"{_lookup_form(contracts, message)}"
     )
-    return _page("escrow-keeper status", body)
+    return _page("status", body)
 
 
 def render_subject(kind: str, item: Mapping[str, Any], contract_name: str) -> str:

@@ -105,6 +105,7 @@ class TestStatus:
         assert acp["locked"] == [{"token": USDC, "amount": str(BUDGET * holding)}]
         assert body["keeper"]["backlog"] == {"claimRefund": 1}
         assert body["halted"] is False
+        assert world.head is not None and body["lag_seconds"] >= 0
 
     async def test_halt_reason_from_live_view(self, world: World) -> None:
         """The daemon's live halt reason is surfaced in status and on the page."""
