@@ -38,7 +38,7 @@ from keeper.api.params import (
 from keeper.api.reads import ApiReads
 from keeper.domain.model import Protocol
 from keeper.obs.dbgauges import DatabaseCollector
-from keeper.obs.logging import get_logger
+from keeper.obs.logging import get_logger, redact_text
 
 __all__ = ["READS_KEY", "Readiness", "StatusProvider", "VerificationReader", "make_app"]
 
@@ -101,6 +101,17 @@ async def _errors(
     return response
 
 
+def _redacted(value: Any) -> Any:
+    """``value`` with every registered secret masked in its strings."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
+
+
 class _Handlers:
     """Route handlers sharing the read model, the pool and the injected providers."""
 
@@ -142,7 +153,9 @@ class _Handlers:
         ready = all(c.ok for c in checks.values())
         body = {
             "ready": ready,
-            "checks": {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()},
+            "checks": {
+                name: {"ok": c.ok, "detail": redact_text(c.detail)} for name, c in checks.items()
+            },
             "failed": sorted(name for name, c in checks.items() if not c.ok),
         }
         return _json(body, 200 if ready else 503)
@@ -162,7 +175,8 @@ class _Handlers:
     def _live(self, db: Mapping[str, Any]) -> dict[str, Any]:
         """The daemon's live view; lag falls back to the indexed block's age in wall time."""
         try:
-            live = dict(self.status_provider())
+            # halt reasons and RPC errors are free text that may quote a secret URL
+            live: dict[str, Any] = _redacted(dict(self.status_provider()))
         except Exception:
             _log.exception("api_status_provider_failed")
             live = {}

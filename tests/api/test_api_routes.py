@@ -15,6 +15,7 @@ from api_world import ACP, BUDGET, CHAIN_ID, CLIENTS, TM, USDC, World, task_id
 from prometheus_client.parser import text_string_to_metric_families
 
 from keeper.api.health import Check
+from keeper.obs.logging import clear_secrets, register_rpc_url
 
 Client = TestClient[Any, Any]
 Validate = Callable[[str, Any], None]
@@ -405,3 +406,28 @@ class TestPages:
         response = await client.get("/jobs/acp/424242")
         assert response.status == 404
         assert "No job 424242 on acp." in await response.text()
+
+
+class TestNoSecrets:
+    async def test_registered_secrets_never_served(self, world: World) -> None:
+        """A secret URL quoted in a halt reason or a readiness detail is masked on every route."""
+        secret_url = "https://user:pw0rd123@rpc.example/v3/0123456789abcdefKEY"
+        register_rpc_url(secret_url)
+        try:
+            live = {"chain_id": CHAIN_ID, "halt_reason": f"eth_getLogs failed at {secret_url}"}
+
+            def readiness() -> dict[str, Check]:
+                return {"rpc": Check(False, f"{secret_url} timed out")}
+
+            app = build_app(world, live=live, readiness=readiness)
+            async with TestClient(TestServer(app)) as c:
+                bodies = [
+                    await (await c.get(path)).text()
+                    for path in ("/v1/status", "/readyz", "/", "/jobs/acp/3", "/metrics")
+                ]
+        finally:
+            clear_secrets()
+        assert "[REDACTED]" in bodies[0] and "[REDACTED]" in bodies[1]
+        for body in bodies:
+            for piece in ("pw0rd123", "0123456789abcdefKEY", secret_url):
+                assert piece not in body
