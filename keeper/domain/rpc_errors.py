@@ -29,6 +29,7 @@ FailureKind: TypeAlias = Literal[
     "nonce_too_low",
     "already_known",
     "underpriced",
+    "insufficient_funds",
     "invalid_request",
     "method_not_found",
     "parse_error",
@@ -234,6 +235,15 @@ _MESSAGE_TABLE: Final[tuple[tuple[FailureKind, tuple[str, ...]], ...]] = (
             "max fee per gas less than block base fee",  # geth
             "fee cap less than block base fee",
             "could not replace existing tx",  # erigon
+        ),
+    ),
+    (
+        "insufficient_funds",
+        (
+            "insufficient funds",  # geth, erigon, reth, anvil
+            "insufficientfunds",  # Nethermind
+            "upfront cost exceeds account balance",  # Besu
+            "sender doesn't have enough funds",
         ),
     ),
     (

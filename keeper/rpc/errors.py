@@ -88,6 +88,10 @@ class UnderpricedError(RpcFatalError):
     """The fee is too low for the pool or for replacing a pending transaction."""
 
 
+class InsufficientFundsError(RpcFatalError):
+    """The sender cannot pay for gas and value: the signer needs funding."""
+
+
 class InvalidRequestError(RpcFatalError):
     """The node rejected our parameters."""
 
@@ -115,6 +119,7 @@ _CLASSES: Final[dict[FailureKind, type[RpcError]]] = {
     "nonce_too_low": NonceTooLowError,
     "already_known": AlreadyKnownError,
     "underpriced": UnderpricedError,
+    "insufficient_funds": InsufficientFundsError,
     "invalid_request": InvalidRequestError,
     "method_not_found": MethodNotFoundError,
     "parse_error": RpcParseError,

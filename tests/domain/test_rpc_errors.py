@@ -143,7 +143,13 @@ TABLE: list[tuple[int | None, dict[str, Any] | str | None, FailureKind]] = [
     (200, err(-32700, "Parse error"), "parse_error"),
     (200, err(-32600, "invalid request"), "invalid_request"),
     (200, err(-32602, "Failed to decode transaction"), "invalid_request"),
-    (200, err(-32000, "insufficient funds for gas * price + value"), "permanent"),
+    (200, err(-32000, "insufficient funds for gas * price + value"), "insufficient_funds"),
+    (
+        200,
+        err(-32010, "InsufficientFunds, Account balance: 0, cumulative cost: 21000"),
+        "insufficient_funds",
+    ),
+    (200, err(-32004, "Upfront cost exceeds account balance"), "insufficient_funds"),
     (400, err(-32000, "something nobody has seen"), "permanent"),
 ]
 
@@ -170,6 +176,7 @@ class TestRetryable:
             ("nonce_too_low", False),
             ("already_known", False),
             ("underpriced", False),
+            ("insufficient_funds", False),
             ("invalid_request", False),
             ("method_not_found", False),
             ("parse_error", False),
