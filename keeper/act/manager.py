@@ -657,15 +657,8 @@ class Keeper:
         await self._send_actions(actions, keep, head, fees, summary, nonce=latest.nonce)
 
     def _reopen_orphans(self) -> None:
-        """Intents marked in flight whose every attempt is final without confirming them."""
-        rows = self.store.conn.execute(
-            "SELECT i.id FROM keeper_intents i WHERE i.chain_id = ? AND i.status = 'inflight'"
-            " AND NOT EXISTS (SELECT 1 FROM keeper_attempt_intents l JOIN keeper_attempts a"
-            " ON a.id = l.attempt_id WHERE l.intent_id = i.id"
-            " AND a.status IN ('signed', 'sent', 'mined'))",
-            (self.chain_id,),
-        ).fetchall()
-        ids = [int(r[0]) for r in rows]
+        """Intents marked in flight whose every attempt ended without settling them."""
+        ids = self.store.orphaned_inflight()
         if ids:
             self.store.set_outcome(ids, None, status="open", detail="no live transaction")
 

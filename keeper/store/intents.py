@@ -269,6 +269,17 @@ class IntentStore:
         ).fetchall()
         return {(r[0], r[1], r[2]) for r in rows}
 
+    def orphaned_inflight(self) -> list[int]:
+        """In-flight intents with no attempt left whose fate is open (signed, sent, mined)."""
+        rows = self.conn.execute(
+            "SELECT i.id FROM keeper_intents i WHERE i.chain_id = ? AND i.status = 'inflight'"
+            " AND NOT EXISTS (SELECT 1 FROM keeper_attempt_intents l JOIN keeper_attempts a"
+            " ON a.id = l.attempt_id WHERE l.intent_id = i.id"
+            " AND a.status IN ('signed', 'sent', 'mined')) ORDER BY i.id",
+            (self.chain_id,),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
     def outcome_counts(self) -> dict[str, int]:
         rows = self.conn.execute(
             "SELECT COALESCE(outcome, status), COUNT(*) FROM keeper_intents"

@@ -1,0 +1,146 @@
+"""Calldata, Multicall3 codecs, revert classification and receipt reading, without a node."""
+
+from __future__ import annotations
+
+import pytest
+from eth_abi.abi import decode, encode
+from eth_utils.crypto import keccak
+
+from keeper.act.calls import (
+    classify_revert,
+    decode_aggregate3,
+    decode_revert,
+    encode_action,
+    encode_aggregate3,
+    selector,
+    subject_topic,
+)
+from keeper.act.receipts import landed, moved_subject
+from keeper.domain.model import Protocol
+from keeper.domain.planner import Action, ActionKind
+
+C = "0x" + "12" * 20
+TASK = "0x" + "ab" * 32
+
+
+def err(signature: str, *args: object, types: tuple[str, ...] = ()) -> bytes:
+    return keccak(text=signature)[:4] + (encode(list(types), list(args)) if types else b"")
+
+
+class TestEncoding:
+    """Each action encodes to its Solidity selector plus the subject word."""
+
+    @pytest.mark.parametrize(
+        ("kind", "subject", "signature", "word"),
+        [
+            (ActionKind.CLAIM_REFUND, "7", "claimRefund(uint256)", (7).to_bytes(32, "big")),
+            (
+                ActionKind.FINALIZE_VERDICT,
+                TASK,
+                "finalizeVerdict(bytes32)",
+                bytes.fromhex("ab" * 32),
+            ),
+            (ActionKind.REFUND_EXPIRED, TASK, "refundExpired(bytes32)", bytes.fromhex("ab" * 32)),
+            (
+                ActionKind.EVALUATOR_TIMEOUT,
+                TASK,
+                "evaluatorTimeout(bytes32)",
+                bytes.fromhex("ab" * 32),
+            ),
+        ],
+    )
+    def test_action_calldata(
+        self, kind: ActionKind, subject: str, signature: str, word: bytes
+    ) -> None:
+        """Selector from the signature, then the 32-byte subject."""
+        data = encode_action(Action(C, subject, kind, 0, Protocol.TASKMARKET))
+        assert data == keccak(text=signature)[:4] + word
+
+    def test_subject_topic_matches_event_topic(self) -> None:
+        """Job ids become left-padded words, task ids stay as they are."""
+        assert subject_topic("255") == "0x" + "00" * 31 + "ff"
+        assert subject_topic(TASK) == TASK
+        with pytest.raises(ValueError):
+            subject_topic("0x1234")
+
+    def test_aggregate3_roundtrip(self) -> None:
+        """aggregate3 calldata carries allowFailure=true per call; results decode per call."""
+        calls = [(C, b"\x01\x02"), ("0x" + "34" * 20, b"")]
+        data = encode_aggregate3(calls)
+        assert data[:4] == selector("aggregate3((address,bool,bytes)[])")
+        (decoded,) = decode(["(address,bool,bytes)[]"], data[4:])
+        assert [(a.lower(), ok, bytes(d)) for a, ok, d in decoded] == [
+            (C, True, b"\x01\x02"),
+            ("0x" + "34" * 20, True, b""),
+        ]
+        ret = encode(["(bool,bytes)[]"], [[(True, b""), (False, err("InvalidStatus()"))]])
+        results = decode_aggregate3(ret)
+        assert [r.success for r in results] == [True, False]
+        assert results[1].return_data == err("InvalidStatus()")
+
+
+class TestRevertClassification:
+    """Reverts are classified by 4-byte selector, never by message text."""
+
+    @pytest.mark.parametrize(
+        ("data", "verdict", "reason"),
+        [
+            (err("InvalidStatus()"), "preempted", "InvalidStatus()"),
+            (err("Unauthorized()"), "not_permitted", "Unauthorized()"),
+            (err("NotExpired()"), "reverted_in_simulation", "NotExpired()"),
+            (err("GracePeriodActive()"), "reverted_in_simulation", "GracePeriodActive()"),
+            (err("AppealWindowActive()"), "reverted_in_simulation", "AppealWindowActive()"),
+            (
+                err("Error(string)", "not allowed", types=("string",)),
+                "reverted_in_simulation",
+                "Error('not allowed')",
+            ),
+            (
+                err("Panic(uint256)", 0x11, types=("uint256",)),
+                "reverted_in_simulation",
+                "Panic(0x11)",
+            ),
+            (b"", "reverted_in_simulation", "reverted without data"),
+            (None, "reverted_in_simulation", "reverted without data"),
+            (b"\xde\xad\xbe\xef", "reverted_in_simulation", "unknown error 0xdeadbeef"),
+        ],
+    )
+    def test_table(self, data: bytes | None, verdict: str, reason: str) -> None:
+        """Known custom errors map to outcomes; strings and panics are decoded for the record."""
+        assert classify_revert(data) == (verdict, reason)
+
+    def test_message_text_does_not_decide(self) -> None:
+        """An Error(string) that merely says "Unauthorized" is not a permission revert."""
+        data = err("Error(string)", "Unauthorized()", types=("string",))
+        assert classify_revert(data)[0] == "reverted_in_simulation"
+
+    def test_malformed_error_string(self) -> None:
+        """A truncated Error(string) payload falls back to the raw selector."""
+        assert decode_revert(err("Error(string)") + b"\x00" * 5).startswith(
+            "unknown error 0x08c379a0"
+        )
+
+
+class TestReceipts:
+    """Receipt helpers normalise hex and find the subjects a batch actually moved."""
+
+    def test_landed_reads_hex(self) -> None:
+        """Block number, hash and status come out as ints and lowercase hex."""
+        where = landed({"blockNumber": "0x1f", "blockHash": "0xABCD", "status": "0x0"})
+        assert where.as_tuple() == (31, "0xabcd", 0)
+
+    def test_moved_subject_needs_contract_and_first_topic(self) -> None:
+        """Only a log of the same contract with the subject as first indexed arg counts."""
+        receipt = {
+            "logs": [
+                {
+                    "address": C.upper().replace("0X", "0x"),
+                    "topics": ["0x" + "99" * 32, subject_topic("5")],
+                },
+                {"address": "0x" + "77" * 20, "topics": ["0x" + "99" * 32, subject_topic("6")]},
+            ]
+        }
+        assert moved_subject(receipt, C, "5")
+        assert not moved_subject(receipt, C, "6")
+        assert not moved_subject(receipt, C, "7")
+        assert not moved_subject({"logs": []}, C, "5")
