@@ -161,6 +161,9 @@ def _retry_after_from_message(lowered: str) -> float | None:
 # Ordered: the first matching row wins. Substrings are lowercase.
 
 _MESSAGE_TABLE: Final[tuple[tuple[FailureKind, tuple[str, ...]], ...]] = (
+    # First: a revert reason is contract text and may say anything ("rate limit",
+    # "insufficient funds"); the node's own prefix is what identifies a revert.
+    ("execution_reverted", ("execution reverted",)),
     (
         "range_too_large",
         (
@@ -249,7 +252,6 @@ _MESSAGE_TABLE: Final[tuple[tuple[FailureKind, tuple[str, ...]], ...]] = (
     (
         "execution_reverted",
         (
-            "execution reverted",  # geth, anvil, reth
             "revert",  # Nethermind "Reverted", Besu "Execution reverted"
             "invalid opcode",
             "out of gas",
@@ -380,6 +382,8 @@ def classify(
     kind: FailureKind | None = None
     if status_kind in _STATUS_WINS:
         kind = status_kind
+    if kind is None and code == 3:  # geth/anvil/reth: revert with data, whatever the text
+        kind = "execution_reverted"
     if kind is None:
         kind = _message_kind(lowered)
     if kind is None and code is not None:

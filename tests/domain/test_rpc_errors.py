@@ -115,6 +115,8 @@ TABLE: list[tuple[int | None, dict[str, Any] | str | None, FailureKind]] = [
         "execution_reverted",
     ),
     (200, err(-32000, "execution reverted"), "execution_reverted"),
+    (200, err(3, "execution reverted: rate limit: insufficient funds", "0x"), "execution_reverted"),
+    (200, err(3, "custom error 0x1234abcd", "0x1234abcd"), "execution_reverted"),
     (200, err(-32015, "VM execution error.", "Reverted 0x"), "execution_reverted"),
     (200, err(-32000, "gas required exceeds allowance (30000000)"), "permanent"),
     # transaction pool answers: geth, erigon, reth, anvil, Besu, Nethermind
