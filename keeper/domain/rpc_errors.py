@@ -361,8 +361,10 @@ def classify(
 
     ``status`` is the HTTP status (None when no response arrived); ``error`` is
     the JSON-RPC ``error`` object, or the text of a transport exception.
-    A 429 or 5xx status wins over the body for rate limits and timeouts, since
-    gateways put arbitrary text in the body; otherwise the body decides.
+    A 429, a gateway timeout or an auth refusal (401/403/404) wins over the
+    body, since gateways put arbitrary text there; otherwise the body decides,
+    and a bare 5xx means transient. A transport failure with unrecognised text
+    is transient; a deliberate error with unrecognised text is permanent.
     """
     code: int | None = None
     data: object = None
