@@ -66,7 +66,34 @@ class IndexedVerdict:
     description: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedTaskVerdict:
+    """The latest ``TaskEvaluated`` of a task joined with its projection's evidence hash."""
+
+    chain_id: int
+    contract: str
+    task_id: str
+    event_name: str
+    tx_hash: str
+    block_hash: str
+    block_number: int
+    log_index: int
+    evidence_hash: str
+    deliverable: str | None
+    evaluator: str | None
+
+
 _COLUMNS = tuple(f.name for f in fields(VerificationRow))
+_TASK_QUERY = (
+    "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, e.block_number, "
+    "e.log_index, t.evidence_hash, t.deliverable, t.evaluator FROM events e JOIN tasks t "
+    "ON t.chain_id = e.chain_id AND t.contract = e.contract AND t.task_id = e.subject "
+    "WHERE e.chain_id = ? AND e.name = 'TaskEvaluated' AND t.evidence_hash IS NOT NULL "
+    "AND NOT EXISTS (SELECT 1 FROM events l WHERE l.chain_id = e.chain_id "
+    "AND l.contract = e.contract AND l.subject = e.subject AND l.name = 'TaskEvaluated' "
+    "AND (l.block_number > e.block_number "
+    "OR (l.block_number = e.block_number AND l.log_index > e.log_index))) "
+)
 _VERDICT_QUERY = (
     "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, e.block_number, "
     "e.log_index, coalesce(json_extract(e.args_json, '$.reason'), j.reason), j.deliverable, "
@@ -266,3 +293,27 @@ def verdicts_with_reason(
         (chain_id, reason.lower()),
     ).fetchall()
     return [IndexedVerdict(*r) for r in rows]
+
+
+def pending_task_verdicts(
+    conn: sqlite3.Connection, chain_id: int, limit: int = 100
+) -> list[IndexedTaskVerdict]:
+    """Latest task verdicts with an evidence hash and no verification of that event yet."""
+    rows = conn.execute(
+        _TASK_QUERY + "AND NOT EXISTS (SELECT 1 FROM verifications v "
+        "WHERE v.chain_id = e.chain_id AND v.contract = e.contract AND v.job_id = e.subject "
+        "AND v.block_hash = e.block_hash AND v.log_index = e.log_index) "
+        "ORDER BY e.block_number, e.log_index LIMIT ?",
+        (chain_id, limit),
+    ).fetchall()
+    return [IndexedTaskVerdict(*r) for r in rows]
+
+
+def indexed_task_verdict(
+    conn: sqlite3.Connection, chain_id: int, contract: str, task_id: str
+) -> IndexedTaskVerdict | None:
+    row = conn.execute(
+        _TASK_QUERY + "AND e.contract = ? AND e.subject = ? LIMIT 1",
+        (chain_id, contract, task_id),
+    ).fetchone()
+    return IndexedTaskVerdict(*row) if row is not None else None

@@ -34,7 +34,7 @@ class ChainRef:
 
     chain_id: int
     contract: str
-    job_id: int
+    job_id: int | str  # job number, or task id (0x hex) for a task-market verdict
     event: str
     tx_hash: str
     block_hash: str

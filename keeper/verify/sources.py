@@ -44,7 +44,7 @@ class FetchContext:
 
     chain_id: int
     contract: str
-    job_id: int
+    job_id: int | str  # an ERC-8183 job number, or a task id (0x hex) for task markets
     reason: str = ""
     hash: str = ""
 
@@ -53,7 +53,9 @@ class FetchContext:
             value = getattr(self, name)
             if value and not _HEX.match(value):
                 raise ValueError(f"{name} must be lowercase 0x hex")
-        if self.job_id < 0 or self.chain_id < 0:
+        if isinstance(self.job_id, str) and not _HEX.match(self.job_id):
+            raise ValueError("a task id must be lowercase 0x hex")
+        if (isinstance(self.job_id, int) and self.job_id < 0) or self.chain_id < 0:
             raise ValueError("job id and chain id are non-negative")
 
     def values(self) -> dict[str, str]:

@@ -166,19 +166,33 @@ def _check(result: Fetched, facts: VerdictFacts, checks: CheckConfig) -> Documen
 async def verify_and_record(
     conn: sqlite3.Connection, verdict: Verdict, verifier: Verifier, now: int
 ) -> store.VerificationRow:
-    """Verify and store: a changed outcome appends a report revision, a repeat only reschedules."""
-    chain = verdict.chain
+    """Verify one ERC-8183 verdict and store the result (see ``record_verification``)."""
+
+    async def run(parent: Report | None) -> Outcome:
+        return await verify_verdict(verdict, verifier, parent=parent)
+
+    return await record_verification(conn, verdict.chain, run, verifier.policy, now)
+
+
+async def record_verification(
+    conn: sqlite3.Connection,
+    chain: ChainRef,
+    run: Callable[[Report | None], Awaitable[Outcome]],
+    policy: RetryPolicy,
+    now: int,
+) -> store.VerificationRow:
+    """Run and store a verification: a changed outcome appends a revision, a repeat reschedules."""
     job_id = str(chain.job_id)
     previous = store.get_verification(conn, chain.chain_id, chain.contract, job_id)
     parent = stored_report(previous.report_json, previous.report_digest) if previous else None
-    outcome = await verify_verdict(verdict, verifier, parent=parent)
+    outcome = await run(parent)
     new_revision = parent is None or not same_outcome(parent, outcome.report)
     report = outcome.report if new_revision or parent is None else parent
     attempts = (previous.attempts if previous else 0) + 1
     first = previous.first_attempt_at if previous else now
     retry = None
     if outcome.status is Status.UNAVAILABLE:
-        retry = next_retry_at(attempts, now, first_attempt_at=first, policy=verifier.policy)
+        retry = next_retry_at(attempts, now, first_attempt_at=first, policy=policy)
     if outcome.document is not None and outcome.document_digest is not None:
         store.save_document(
             conn, chain.chain_id, chain.contract, job_id, outcome.document_digest, outcome.document
@@ -232,24 +246,6 @@ def verdict_from_index(row: store.IndexedVerdict) -> Verdict:
         evaluator=facts.evaluator,
     )
     return Verdict(chain, facts)
-
-
-async def verify_pending(
-    conn: sqlite3.Connection, chain_id: int, verifier: Verifier, now: int, limit: int = 50
-) -> int:
-    """The daemon's step: verify newly indexed verdicts, then retries that are due.
-
-    Returns how many verdicts were verified. Call it after each committed batch
-    (and periodically for retries); after a reorg call ``delete_orphans`` first.
-    """
-    todo = [verdict_from_index(r) for r in store.pending_verdicts(conn, chain_id, limit)]
-    for due in store.due_for_retry(conn, chain_id, now, limit):
-        row = store.indexed_verdict(conn, chain_id, due.contract, due.job_id)
-        if row is not None:
-            todo.append(verdict_from_index(row))
-    for item in todo:
-        await verify_and_record(conn, item, verifier, now)
-    return len(todo)
 
 
 async def verify_with_retries(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import EvaluatorServer
-from verify_helpers import COMPLETE, DESCRIPTION, EVALUATOR, body, verdict
+from verify_helpers import COMPLETE, DESCRIPTION, EVALUATOR, body, insert_row, verdict
 
 from keeper.store import verifications as store
 from keeper.store.db import connect
@@ -19,9 +19,10 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
 from keeper.verify.command import main
 from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.pending import verify_pending
 from keeper.verify.sources import ContentSource, HttpSource
 from keeper.verify.submission import Accepted, StoredDocumentSource, accept_submission
-from keeper.verify.verifier import Verifier, verify_pending
+from keeper.verify.verifier import Verifier
 
 CHAIN_ID = 31337
 CONTRACT = "0x" + "c1" * 20
@@ -35,23 +36,11 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     db.close()
 
 
-def _insert(conn: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
-    """Insert a row giving NOT NULL columns the test does not care about a neutral value."""
-    row: dict[str, Any] = {}
-    for _, name, kind, notnull, _, _ in conn.execute(f"PRAGMA table_info({table})").fetchall():
-        if name in values:
-            row[name] = values[name]
-        elif notnull:
-            row[name] = 0 if "INT" in kind.upper() else ""
-    marks = ", ".join("?" * len(row))
-    conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
-
-
 def _index(conn: sqlite3.Connection, doc: dict[str, Any], content: bytes, block: int) -> None:
     """What the indexer writes for a job that was submitted and then judged."""
     job_id = str(doc["jobId"])
     name = "JobCompleted" if doc["esito"] == "complete" else "JobRejected"
-    _insert(
+    insert_row(
         conn,
         "events",
         {
@@ -71,7 +60,7 @@ def _index(conn: sqlite3.Connection, doc: dict[str, Any], content: bytes, block:
             "topics_json": "[]",
         },
     )
-    _insert(
+    insert_row(
         conn,
         "jobs",
         {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,15 @@ def facts(
 
 def body(doc: dict[str, Any]) -> bytes:
     return canonical_bytes(doc)
+
+
+def insert_row(conn: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
+    """Insert a row giving NOT NULL columns the test does not care about a neutral value."""
+    row: dict[str, Any] = {}
+    for _, name, kind, notnull, _, _ in conn.execute(f"PRAGMA table_info({table})").fetchall():
+        if name in values:
+            row[name] = values[name]
+        elif notnull:
+            row[name] = 0 if "INT" in kind.upper() else ""
+    marks = ", ".join("?" * len(row))
+    conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
