@@ -62,7 +62,7 @@ class Metrics:
         )
         self.head_lag_seconds = Gauge(
             "keeper_head_lag_seconds",
-            "Wall-clock seconds between now and the timestamp of the last indexed block.",
+            "Wall-clock seconds since the timestamp of the latest head block.",
             ["chain_id"],
             registry=r,
         )
