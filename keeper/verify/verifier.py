@@ -248,6 +248,15 @@ def verdict_from_index(row: store.IndexedVerdict) -> Verdict:
     return Verdict(chain, facts)
 
 
+async def verify_pending(
+    conn: sqlite3.Connection, chain_id: int, verifier: Verifier, now: int, limit: int = 50
+) -> int:
+    """The daemon's step over the index; see ``keeper.verify.pending.verify_pending``."""
+    from keeper.verify.pending import verify_pending as step  # pending imports this module
+
+    return await step(conn, chain_id, verifier, now, limit)
+
+
 async def verify_with_retries(
     verdict: Verdict,
     verifier: Verifier,
