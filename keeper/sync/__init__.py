@@ -1,0 +1,1 @@
+"""Following the chain: historical range scans below finality, per-block realtime above it."""

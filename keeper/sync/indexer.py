@@ -1,0 +1,415 @@
+"""The indexer: drives historical scans and realtime heads into the store.
+
+Two zones (see the design notes): below the finalized block, ``eth_getLogs``
+range scans with an adaptive range; above it, one block at a time fetched by
+number and its logs by block hash, each checked against the persisted window
+by parent hash. Every batch (events, window blocks, view reads, cursor) is one
+store transaction, so a SIGKILL at any instant loses and duplicates nothing:
+on restart we resume from the cursor and re-check the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import structlog
+
+from keeper.domain.events import decode_log
+from keeper.domain.model import ArgValue, BlockHeader, ChainRead, Event, Log
+from keeper.domain.model import Protocol as EscrowProtocol
+from keeper.domain.ranges import RangePolicy
+from keeper.domain.reads import ReadRequest, reads_for
+from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
+from keeper.errors import DeepReorgError, RetryableError
+from keeper.rpc.client import RpcClient, block_param
+from keeper.rpc.errors import ExecutionRevertedError, RpcError
+from keeper.rpc.scan import scan_logs
+from keeper.rpc.validate import bloom_may_contain, data
+from keeper.store.index_store import ApplyResult, Batch, IndexStore
+from keeper.sync.views import decode_view, encode_view
+
+log = structlog.get_logger("keeper.sync")
+
+# eth_calls per JSON-RPC batch: large enough to amortise round trips during a
+# backfill of many jobs, small enough that one failing batch retries cheaply.
+READS_PER_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedContract:
+    name: str
+    address: str
+    protocol: EscrowProtocol
+    start_block: int
+
+
+class IndexListener(Protocol):
+    """What the indexer reports; the app wires it to metrics and logs."""
+
+    def on_heads(self, head: BlockHeader, finalized: int, indexed: int) -> None: ...
+
+    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None: ...
+
+    def on_reorg(self, depth: int, fork: int) -> None: ...
+
+    def on_halt(self, reason: str) -> None: ...
+
+
+class NullListener:
+    def on_heads(self, head: BlockHeader, finalized: int, indexed: int) -> None:
+        pass
+
+    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None:
+        pass
+
+    def on_reorg(self, depth: int, fork: int) -> None:
+        pass
+
+    def on_halt(self, reason: str) -> None:
+        pass
+
+
+@dataclass(slots=True)
+class SyncSettings:
+    finality: Literal["tag", "confirmations"] = "tag"
+    confirmations: int = 12
+    window: int = 128
+    poll_interval: float = 2.0
+    min_range: int = 1
+    max_range: int = 2000
+
+
+@dataclass(slots=True)
+class SyncState:
+    """What the rest of the daemon may read about sync progress (no I/O)."""
+
+    head: BlockHeader | None = None
+    finalized: int = -1
+    indexed: int = -1
+    halted: str | None = None
+    last_progress: float = 0.0
+    reorgs: int = 0
+    history: list[str] = field(default_factory=list)
+
+
+class Indexer:
+    def __init__(
+        self,
+        rpc: RpcClient,
+        store: IndexStore,
+        contracts: Sequence[WatchedContract],
+        settings: SyncSettings,
+        listener: IndexListener | None = None,
+    ) -> None:
+        if not contracts:
+            raise ValueError("no contracts to index")
+        self.rpc = rpc
+        self.store = store
+        self.contracts = list(contracts)
+        self.settings = settings
+        self.listener: IndexListener = listener or NullListener()
+        self.protocols = {c.address: c.protocol for c in contracts}
+        self.addresses = sorted(self.protocols)
+        self.policy = RangePolicy(
+            size=settings.max_range, minimum=settings.min_range, maximum=settings.max_range
+        )
+        self.state = SyncState()
+        self._checked_window = False
+
+    # ---- heads and finality -------------------------------------------------
+
+    async def heads(self) -> tuple[BlockHeader, int]:
+        head = await self.rpc.get_block("latest")
+        if head is None:
+            raise RetryableError("node returned no latest block")
+        finalized = head.number - self.settings.confirmations
+        if self.settings.finality == "tag":
+            tagged = await self.rpc.get_block("finalized")
+            if tagged is not None:
+                finalized = tagged.number
+        finalized = max(-1, min(finalized, head.number))
+        self.state.head = head
+        self.state.finalized = finalized
+        return head, finalized
+
+    def start_cursor(self) -> int:
+        cursor = self.store.cursor()
+        if cursor is not None:
+            return cursor.indexed_block
+        return min(c.start_block for c in self.contracts) - 1
+
+    # ---- one step -------------------------------------------------------------
+
+    async def step(self, *, to_block: int | None = None) -> bool:
+        """Advance as far as the chain allows now; return True if anything was indexed."""
+        head, finalized = await self.heads()
+        indexed = self.start_cursor()
+        self.state.indexed = indexed
+        self.listener.on_heads(head, finalized, indexed)
+        if not self._checked_window:
+            await self.recheck_window()
+            self._checked_window = True
+            indexed = self.start_cursor()
+        target = head.number if to_block is None else min(to_block, head.number)
+        progressed = False
+        if indexed < min(finalized, target):
+            await self.backfill_range(indexed + 1, min(finalized, target), finalized)
+            progressed = True
+            indexed = self.start_cursor()
+        if indexed > head.number:
+            await self.check_lagging(head)
+            return progressed
+        if indexed < target:
+            progressed = await self.follow(indexed, target, finalized) or progressed
+        return progressed
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                progressed = await self.step()
+            except DeepReorgError as exc:
+                self.state.halted = str(exc)
+                self.listener.on_halt(str(exc))
+                log.critical("indexing_halted", reason=str(exc))
+                return
+            except (RetryableError, RpcError) as exc:
+                log.warning("sync_step_failed", error=str(exc), kind=type(exc).__name__)
+                progressed = False
+            if not progressed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.settings.poll_interval)
+
+    async def backfill(self, to_block: int | None = None) -> int:
+        """Index up to ``to_block`` (default: the finalized block) and return the cursor."""
+        head, finalized = await self.heads()
+        target = finalized if to_block is None else min(to_block, head.number)
+        while self.start_cursor() < target:
+            await self.step(to_block=target)
+        return self.start_cursor()
+
+    # ---- historical zone ---------------------------------------------------------
+
+    async def backfill_range(self, start: int, end: int, finalized: int) -> None:
+        async for lo, hi, logs in scan_logs(self.rpc, self.addresses, start, end, self.policy):
+            del lo
+            numbers = sorted({lg.block_number for lg in logs} | {hi})
+            headers = await self.rpc.get_blocks(numbers)
+            by_number = {h.number: h for h in headers if h is not None}
+            missing = [n for n in numbers if n not in by_number]
+            if missing:
+                raise RetryableError(f"node has no header for blocks {missing[:5]}")
+            for lg in logs:
+                if by_number[lg.block_number].hash != lg.block_hash:
+                    raise RetryableError(
+                        f"log at block {lg.block_number} names hash {lg.block_hash} but the "
+                        f"node's block has {by_number[lg.block_number].hash}: retrying range"
+                    )
+            events = self.decode(logs, by_number)
+            reads = await self.execute_reads(events)
+            anchor = by_number[hi]
+            window = prune([*self.store.window(), anchor], finalized, self.settings.window)
+            self.commit(
+                Batch(
+                    events=events,
+                    blocks=[anchor],
+                    reads=reads,
+                    indexed_block=hi,
+                    indexed_hash=anchor.hash,
+                    finalized_block=finalized,
+                ),
+                keep_from=window[0].number,
+            )
+
+    # ---- realtime zone -------------------------------------------------------------
+
+    async def follow(self, indexed: int, target: int, finalized: int) -> bool:
+        window = self.store.window()
+        if not window:
+            window = await self.seed_window(indexed, finalized)
+        n = indexed + 1
+        progressed = False
+        while n <= target:
+            fetched = await self.rpc.get_block_and_bloom(n)
+            if fetched is None:
+                return progressed  # the node does not have it yet (or lags): next poll
+            header, bloom = fetched
+            relation = relate(window, header)
+            if isinstance(relation, Extends):
+                await self.index_block(header, bloom, finalized, window)
+                window = self.store.window()
+                n += 1
+                progressed = True
+            elif isinstance(relation, Diverged):
+                fork = await self.handle_reorg(window)
+                window = self.store.window()
+                n = fork + 1
+                progressed = True
+            elif isinstance(relation, Ahead | Lagging):  # pragma: no cover - sequential walk
+                return progressed
+        return progressed
+
+    async def seed_window(self, indexed: int, finalized: int) -> list[BlockHeader]:
+        """Anchor an empty window at the cursor block so the next block can be parent-checked."""
+        anchor = await self.rpc.get_block(max(indexed, 0))
+        if anchor is None:
+            raise RetryableError(f"node has no block {indexed} to anchor the window")
+        if indexed < 0:
+            # nothing indexed and start_block 0: block 0 is indexed as an ordinary block
+            anchor = BlockHeader(-1, anchor.parent_hash, "0x" + "00" * 32, anchor.timestamp)
+            return [anchor]
+        self.commit(
+            Batch(
+                events=[],
+                blocks=[anchor],
+                reads=[],
+                indexed_block=indexed,
+                indexed_hash=anchor.hash,
+                finalized_block=finalized,
+            ),
+            keep_from=anchor.number,
+        )
+        return self.store.window()
+
+    async def index_block(
+        self, header: BlockHeader, bloom: str, finalized: int, window: Sequence[BlockHeader]
+    ) -> None:
+        # The bloom says for certain when none of our contracts logged in the block:
+        # then the block costs one RPC call instead of two.
+        if any(bloom_may_contain(bloom, bytes.fromhex(a[2:])) for a in self.addresses):
+            logs = await self.rpc.get_logs_by_block_hash(self.addresses, header.hash, bloom=bloom)
+        else:
+            logs = []
+        for lg in logs:
+            if lg.block_hash != header.hash or lg.block_number != header.number:
+                raise RetryableError(
+                    f"node answered logs of block {lg.block_number} for block {header.number}"
+                )
+        events = self.decode(logs, {header.number: header})
+        reads = await self.execute_reads(events)
+        kept = prune([*window, header], finalized, self.settings.window)
+        self.commit(
+            Batch(
+                events=events,
+                blocks=[header],
+                reads=reads,
+                indexed_block=header.number,
+                indexed_hash=header.hash,
+                finalized_block=finalized,
+            ),
+            keep_from=kept[0].number,
+        )
+
+    async def handle_reorg(self, window: Sequence[BlockHeader]) -> int:
+        numbers = [h.number for h in window if h.number >= 0]
+        canonical_headers = await self.rpc.get_blocks(numbers)
+        canonical = {h.number: h.hash for h in canonical_headers if h is not None}
+        fork = fork_point(window, canonical)
+        if fork is None:
+            if window and window[0].number < 0:
+                fork = -1
+            else:
+                lowest = window[0].number if window else -1
+                raise DeepReorgError(
+                    f"reorg deeper than the block window: no block from {lowest} to "
+                    f"{window[-1].number if window else -1} is still canonical; indexing halted "
+                    "(re-index from a lower block or widen [chain] window)",
+                    depth_at_least=len(window),
+                )
+        depth = (window[-1].number - fork) if window else 0
+        touched = self.store.rollback_to(fork)
+        self.state.reorgs += 1
+        self.listener.on_reorg(depth, fork)
+        log.warning("reorg", fork_block=fork, depth=depth, touched=len(touched))
+        return fork
+
+    async def recheck_window(self) -> None:
+        """At startup: a reorg may have happened while we were down."""
+        window = self.store.window()
+        real = [h for h in window if h.number >= 0]
+        if not real:
+            return
+        top = await self.rpc.get_block(real[-1].number)
+        if top is not None and top.hash == real[-1].hash:
+            return
+        await self.handle_reorg(window)
+
+    async def check_lagging(self, head: BlockHeader) -> None:
+        """Our cursor is above the node's head: a lagging node unless the hashes disagree."""
+        window = self.store.window()
+        if window and isinstance(relate(window, head), Diverged):
+            await self.handle_reorg(window)
+
+    # ---- shared ---------------------------------------------------------------------
+
+    def decode(self, logs: Iterable[Log], headers: dict[int, BlockHeader]) -> list[Event]:
+        events = []
+        for lg in logs:
+            protocol = self.protocols.get(lg.address)
+            if protocol is None:
+                continue  # a log for an address we did not ask about: ignore, not ours
+            events.append(decode_log(lg, protocol, headers[lg.block_number].timestamp))
+        return events
+
+    async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
+        requests: dict[tuple[str, str, str, str], ReadRequest] = {}
+        for event in events:
+            for req in reads_for(event):
+                requests[(req.contract, req.subject, req.kind, req.block_hash)] = req
+        todo = list(requests.values())
+        out: list[ChainRead] = []
+        for i in range(0, len(todo), READS_PER_BATCH):
+            chunk = todo[i : i + READS_PER_BATCH]
+            results = await self.rpc.batch(
+                [
+                    (
+                        "eth_call",
+                        [
+                            {"to": r.contract, "data": "0x" + encode_view(r.kind, r.subject).hex()},
+                            block_param(r.block_number),
+                        ],
+                    )
+                    for r in chunk
+                ],
+                nullable=False,
+                parse=lambda raw: data(raw, "call"),
+            )
+            for req, result in zip(chunk, results, strict=True):
+                out.append(_to_read(req, result))
+        return out
+
+    def commit(self, batch: Batch, *, keep_from: int) -> None:
+        result = self.store.apply_batch(batch, keep_from=keep_from)
+        self.state.indexed = batch.indexed_block
+        self.listener.on_batch(result, batch.events)
+
+
+def _to_read(req: ReadRequest, result: object) -> ChainRead:
+    """Record a view call's outcome; a revert or undecodable answer is recorded, not fatal.
+
+    A transient failure must not be recorded as a fact about the chain, so it
+    is re-raised and the batch retried.
+    """
+    if isinstance(result, Exception):
+        if isinstance(result, ExecutionRevertedError):
+            values: dict[str, ArgValue] = {"error": "reverted"}
+        else:
+            raise result
+    elif isinstance(result, bytes):
+        try:
+            values = dict(decode_view(req.kind, result))
+        except Exception as exc:  # malformed return data from a non-conforming contract
+            values = {"error": f"undecodable: {type(exc).__name__}"}
+    else:
+        raise TypeError(f"unexpected eth_call result {type(result).__name__}")
+    return ChainRead(
+        contract=req.contract,
+        subject=req.subject,
+        kind=req.kind,
+        block_number=req.block_number,
+        block_hash=req.block_hash,
+        result=values,
+    )

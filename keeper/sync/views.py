@@ -1,0 +1,123 @@
+"""ABI encoding and decoding of the view calls the projections depend on.
+
+Kept as explicit type strings (from the structs in the protocol specs) rather
+than loaded from ABI files, so the daemon needs no devnet artifacts and a
+deployed contract with extra functions still decodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from eth_abi.abi import decode as abi_decode
+from eth_abi.abi import encode as abi_encode
+from eth_utils.crypto import keccak
+
+from keeper.domain.model import ArgValue
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSpec:
+    signature: str
+    arg_types: tuple[str, ...]
+    outputs: tuple[tuple[str, str], ...]  # (name, ABI type), in return order
+
+    @property
+    def selector(self) -> bytes:
+        return keccak(text=self.signature)[:4]
+
+    @property
+    def output_type(self) -> str:
+        return "(" + ",".join(t for _, t in self.outputs) + ")"
+
+
+VIEWS: Mapping[str, ViewSpec] = {
+    "getJob": ViewSpec(
+        "getJob(uint256)",
+        ("uint256",),
+        (
+            ("id", "uint256"),
+            ("client", "address"),
+            ("provider", "address"),
+            ("evaluator", "address"),
+            ("description", "string"),
+            ("budget", "uint256"),
+            ("expiredAt", "uint256"),
+            ("status", "uint8"),
+            ("hook", "address"),
+            ("paymentToken", "address"),
+            ("providerAgentId", "uint256"),
+            ("submittedAt", "uint256"),
+        ),
+    ),
+    "paymentToken": ViewSpec("paymentToken()", (), (("token", "address"),)),
+    "getTaskEvaluatorConfig": ViewSpec(
+        "getTaskEvaluatorConfig(bytes32)",
+        ("bytes32",),
+        (
+            ("evaluator", "address"),
+            ("evaluatorStake", "uint256"),
+            ("evaluatorFeeBps", "uint16"),
+            ("evaluationWindow", "uint32"),
+            ("appealWindow", "uint32"),
+            ("disputeResolver", "address"),
+        ),
+    ),
+    "getTaskVerdict": ViewSpec(
+        "getTaskVerdict(bytes32)",
+        ("bytes32",),
+        (
+            ("issued", "bool"),
+            ("verdictType", "uint8"),
+            ("score", "uint16"),
+            ("confidence", "uint16"),
+            ("criteriaFlags", "bytes32[]"),
+            ("evidenceHash", "bytes32"),
+            ("awards", "(address,uint256,uint16)[]"),
+        ),
+    ),
+}
+
+
+def encode_view(kind: str, subject: str) -> bytes:
+    """Calldata for view ``kind`` about ``subject`` (job id decimal, task id hex, or "")."""
+    spec = VIEWS[kind]
+    args: list[object] = []
+    for typ in spec.arg_types:
+        if typ == "uint256":
+            args.append(int(subject))
+        elif typ == "bytes32":
+            args.append(bytes.fromhex(subject.removeprefix("0x")))
+    return spec.selector + abi_encode(list(spec.arg_types), args)
+
+
+def decode_view(kind: str, data: bytes) -> dict[str, ArgValue]:
+    """Decode a view's return data into a flat mapping (raises on malformed data)."""
+    spec = VIEWS[kind]
+    (values,) = abi_decode([spec.output_type], data, strict=False)
+    return {name: normalise(typ, v) for (name, typ), v in zip(spec.outputs, values, strict=True)}
+
+
+def normalise(typ: str, value: object) -> ArgValue:
+    """Bring an eth_abi value to our conventions, guided by its ABI type."""
+    if typ.endswith("[]"):
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"expected a sequence for {typ}")
+        return tuple(normalise(typ[:-2], v) for v in value)
+    if typ.startswith("("):
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"expected a sequence for {typ}")
+        parts = typ[1:-1].split(",")
+        return tuple(normalise(t, v) for t, v in zip(parts, value, strict=True))
+    if typ == "address":
+        return str(value).lower()
+    if typ.startswith("bytes"):
+        if not isinstance(value, bytes):
+            raise TypeError(f"expected bytes for {typ}")
+        return "0x" + value.hex()
+    if typ == "string":
+        return str(value)
+    if isinstance(value, bool | int):
+        return value
+    raise TypeError(f"unexpected ABI value for {typ}")

@@ -1,0 +1,128 @@
+"""Helpers for indexer tests: configs, traffic, indexing to head, table comparison."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from keeper.app import build_rpc, sync_settings, watched
+from keeper.config import Config, load_config
+from keeper.devnet.deploy import Deployment
+from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
+from keeper.devnet.traffic import Timing, TrafficGenerator
+from keeper.rpc.client import RpcClient
+from keeper.store.db import connect
+from keeper.store.index_store import IndexStore
+from keeper.store.migrations import migrate
+from keeper.sync.indexer import Indexer
+
+# Tables that must be identical between any two indexings of the same chain.
+# ``blocks`` (the reorg window) and ``cursor`` depend on how far and how the
+# index got there, not on what the chain says.
+CONTENT_TABLES = ("events", "chain_reads", "jobs", "tasks")
+
+
+def write_config(
+    tmp: Path,
+    name: str,
+    rpc_urls: Sequence[str],
+    deployment: Deployment,
+    **chain: Any,
+) -> Config:
+    """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source)."""
+    chain_lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in chain.items())
+    contracts = [
+        ("commerce", "erc8183", deployment.commerce),
+        ("legacy_commerce", "erc8183", deployment.legacy_commerce),
+        ("taskmarket", "taskmarket", deployment.taskmarket),
+        ("taskmarket_strict", "taskmarket", deployment.taskmarket_strict),
+        ("emitter", "erc8183", deployment.emitter),
+    ]
+    blocks = "\n".join(
+        f'[[contracts]]\nname = "{n}"\nprotocol = "{p}"\naddress = "{a}"\n'
+        f"start_block = {deployment.start_block}\n"
+        for n, p, a in contracts
+    )
+    text = (
+        f"[chain]\nchain_id = {deployment.chain_id}\nrpc_urls = {json.dumps(list(rpc_urls))}\n"
+        f"{chain_lines}\n\n[database]\npath = {json.dumps(str(tmp / (name + '.db')))}\n\n"
+        f"[api]\nenabled = false\n\n{blocks}"
+    )
+    path = tmp / f"{name}.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def traffic(rpc_url: str, deployment: Deployment) -> TrafficGenerator:
+    """The devnet's traffic, playing the keeper too, so every state of both protocols appears."""
+    return TrafficGenerator(
+        rpc_url,
+        deployment,
+        VerdictBook(deployment.commerce),
+        load_fixtures(),
+        self_keep=True,
+        timing=Timing(interval=0.0),
+    )
+
+
+class Harness:
+    """One indexer over one database, driven step by step from a test."""
+
+    def __init__(self, cfg: Config, rpc: RpcClient | None = None) -> None:
+        self.cfg = cfg
+        self.conn = connect(cfg.database.path)
+        migrate(self.conn)
+        self.rpc = rpc or build_rpc(cfg, None)
+        self.store = IndexStore(self.conn, cfg.chain.chain_id)
+        self.indexer = Indexer(self.rpc, self.store, watched(cfg), sync_settings(cfg))
+
+    async def to_head(self, max_steps: int = 10_000) -> int:
+        """Step until the cursor reaches the node's head; returns the cursor."""
+        for _ in range(max_steps):
+            await self.indexer.step()
+            head = self.indexer.state.head
+            if head is not None and self.indexer.start_cursor() >= head.number:
+                return self.indexer.start_cursor()
+        raise AssertionError("indexer did not reach the head")
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        full = self.store.dump()
+        return {t: full[t] for t in CONTENT_TABLES}
+
+    async def close(self) -> None:
+        await self.rpc.close()
+        self.conn.close()
+
+
+async def fresh_index(tmp: Path, name: str, rpc_url: str, deployment: Deployment) -> Harness:
+    """Index the whole chain into an empty database by range scans alone (no realtime zone)."""
+    cfg = write_config(tmp, name, [rpc_url], deployment, finality="confirmations", confirmations=0)
+    h = Harness(cfg)
+    await h.to_head()
+    return h
+
+
+def table_diff(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> str:
+    """A short description of the first differences, for assertion messages."""
+    out = []
+    for table in CONTENT_TABLES:
+        x, y = set(a.get(table, [])), set(b.get(table, []))
+        if x != y:
+            out.append(
+                f"{table}: {len(x - y)} only left, {len(y - x)} only right; "
+                f"e.g. left {sorted(x - y, key=str)[:2]} right {sorted(y - x, key=str)[:2]}"
+            )
+    return "\n".join(out)
+
+
+def statuses(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {r[0] for r in conn.execute(f"SELECT DISTINCT status FROM {table}")}
+
+
+async def run_traffic(gen: TrafficGenerator, steps: int) -> None:
+    for _ in range(steps):
+        await asyncio.to_thread(gen.step)
