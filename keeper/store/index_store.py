@@ -121,13 +121,22 @@ class ApplyResult:
 # --- value codecs -------------------------------------------------------------------
 
 
-def _jsonable(value: ArgValue) -> Any:
-    """ints as decimal strings (uint256 must survive any JSON reader), tuples as lists."""
-    if isinstance(value, bool | str):
+def _jsonable(value: object) -> Any:
+    """ints as decimal strings (uint256 must survive any JSON reader), tuples as lists.
+
+    Read results come from the sync layer's ABI decoding; anything outside
+    ArgValue (None, bytes) is stored as its string form rather than failing
+    the whole batch.
+    """
+    if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
         return str(value)
-    return [_jsonable(v) for v in value]
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    return str(value)
 
 
 def encode_args(args: Any) -> str:
@@ -158,7 +167,7 @@ def _from_json(value: Any) -> ArgValue:
         return tuple(_from_json(v) for v in value)
     if isinstance(value, bool | int | str):
         return value
-    return str(value)
+    return "" if value is None else str(value)
 
 
 def decode_result(result_json: str) -> dict[str, ArgValue]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -19,7 +20,13 @@ from keeper.domain.model import BlockHeader
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError
 from keeper.store.db import connect
-from keeper.store.index_store import Batch, IndexStore
+from keeper.store.index_store import (
+    Batch,
+    IndexStore,
+    _decoded_args_json,
+    decode_result,
+    encode_args,
+)
 from keeper.store.migrations import migrate
 
 CHAIN = 31337
@@ -166,6 +173,26 @@ class TestApply:
         late = Batch([], [], token_reads, 30, blocks[-1].header.hash, 0)
         assert store.apply_batch(late).touched_subjects > 0
         assert store.conn.execute(tokens, (LEGACY_JOBS, TOKEN)).fetchone()[0] > 0
+
+
+class TestCodecs:
+    def test_read_results_round_trip_exactly(self) -> None:
+        """uint256, nested tuples and bools survive JSON; odd values become strings, not errors."""
+        result = {"big": 2**256 - 1, "flag": True, "awards": ((TOKEN, 5, 1),), "none": None}
+        stored = encode_args(result)
+        assert decode_result(stored) == {
+            "big": str(2**256 - 1),
+            "flag": True,
+            "awards": ((TOKEN, "5", "1"),),
+            "none": "",
+        }
+
+    def test_fast_args_encoding_matches_json(self) -> None:
+        """The hot-path encoder of decoded args gives the same bytes as the generic one."""
+        event = next(e for b in Synth(seed=4).blocks(1, 5) for e in b.events if e.name)
+        args = {**event.args, "flag": False, "big": 2**256 - 1}
+        assert _decoded_args_json(args) == encode_args(args)
+        assert json.loads(_decoded_args_json(args))["big"] == str(2**256 - 1)
 
 
 class TestAtomicity:
