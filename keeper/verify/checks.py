@@ -27,7 +27,23 @@ from typing import Literal
 from keeper.verify import githubeval, schemaeval
 from keeper.verify.canonical import JsonValue, NotCanonicalizable, canonical_bytes, keccak_hex
 from keeper.verify.document import DocumentLimits, InvalidDocument, extract_document, parse_json
-from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.failures import Failure, FailureCode, Status, derive_status
+
+__all__ = [
+    "CheckConfig",
+    "DocumentCheck",
+    "Failure",
+    "FailureCode",
+    "Status",
+    "VerdictFacts",
+    "check_document",
+    "check_reexecution",
+    "derive_status",
+    "description_kind",
+    "field_failures",
+    "needs_content",
+    "run_checks",
+]
 
 EVENT_ESITO: Mapping[str, str] = {"JobCompleted": "complete", "JobRejected": "reject"}
 ZERO_HASH = "0x" + "00" * 32
