@@ -28,8 +28,9 @@ import structlog
 from keeper.act.calls import SimVerdict, classify_revert, encode_action, encode_aggregate3
 from keeper.act.chain import ChainRpc, failure_kind, revert_data
 from keeper.act.receipts import landed, moved_subject
-from keeper.act.signer import Signer
+from keeper.act.signer import Signer, load_signer
 from keeper.act.simulate import BATCHABLE, SimResult, simulate
+from keeper.config import KeeperConfig
 from keeper.domain.fees import CapHit, FeeDecision, FeePolicy, bump, suggest
 from keeper.domain.model import BlockHeader, JobState, Protocol, TaskState
 from keeper.domain.nonces import NonceBook, find_gaps
@@ -81,6 +82,24 @@ class KeeperSettings:
     @property
     def fee_policy(self) -> FeePolicy:
         return FeePolicy(max_fee_cap=self.max_fee_cap, tip_percentile=TIP_PERCENTILE)
+
+    @classmethod
+    def from_config(cls, cfg: KeeperConfig, *, multicall: str | None) -> KeeperSettings:
+        """Settings from the ``[keeper]`` table; ``multicall`` None sends every action alone."""
+        return cls(
+            max_fee_cap=cfg.max_fee_wei,
+            dry_run=cfg.dry_run,
+            min_balance_wei=cfg.min_balance_wei,
+            confirmations=cfg.confirmations,
+            batch_size=cfg.batch_size,
+            gas_margin=cfg.gas_margin,
+            planner=PlannerConfig(
+                shard=cfg.shard,
+                shards=cfg.shards,
+                shard_fallback_seconds=cfg.shard_fallback_seconds,
+            ),
+            multicall=multicall.lower() if multicall else None,
+        )
 
 
 @dataclass(slots=True)
@@ -139,6 +158,36 @@ class Keeper:
         self._recovered = False
         self.balance_ok = True
         self.last: TickSummary | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: KeeperConfig,
+        *,
+        chain_id: int,
+        rpc: ChainRpc,
+        db: sqlite3.Connection,
+        multicall: str | None = None,
+        metrics: Metrics | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Keeper:
+        """The daemon's constructor: settings and signer from ``[keeper]`` (no signer in dry_run
+        unless one is configured, so a dry run needs no key)."""
+        settings = KeeperSettings.from_config(cfg, multicall=multicall)
+        has_key = bool(cfg.private_key_env or cfg.keystore)
+        signer = (
+            load_signer(
+                private_key_env=cfg.private_key_env,
+                keystore=cfg.keystore,
+                keystore_password_file=cfg.keystore_password_file,
+                environ=environ,
+            )
+            if has_key or not cfg.dry_run
+            else None
+        )
+        return cls(
+            settings=settings, chain_id=chain_id, rpc=rpc, db=db, signer=signer, metrics=metrics
+        )
 
     # ------------------------------------------------------------------ entry points
 
@@ -278,12 +327,14 @@ class Keeper:
                 break
             results = await self._simulate(survivors, block)
             summary.simulated += results
-            survivors = []
+            survivors = [r.action for r in results if r.ok]
+            failed: dict[tuple[Outcome, str], list[Intent]] = {}
             for res in results:
-                if res.ok:
-                    survivors.append(res.action)
-                else:
-                    self._finish(by_key[_key(res.action)], _outcome(res.verdict), res.reason)
+                if not res.ok:
+                    group = failed.setdefault((_outcome(res.verdict), res.reason), [])
+                    group.append(by_key[_key(res.action)])
+            for (outcome, reason), intents in failed.items():
+                self._finish_many(intents, outcome, reason)
         return survivors
 
     def _group(self, actions: list[Action]) -> list[list[Action]]:
@@ -565,34 +616,43 @@ class Keeper:
         self.store.mark_attempt(hit.id, "confirmed", receipt=where.as_tuple())
         if hit.kind == "cancel":
             return
-        block = await self.rpc.get_block(where.block_number)
-        for intent in self.store.intents(self.store.attempt_intent_ids(hit.id)):
-            if intent.outcome == "not_permitted":
-                continue
-            if where.status != 1:
-                self._finish(intent, "reverted", "transaction reverted on chain")
-            elif hit.kind == "call" or moved_subject(receipt, intent.contract, intent.subject):
-                self.store.set_outcome(
-                    [intent.id],
-                    "confirmed",
-                    status="done",
-                    tx_hash=hit.tx_hash,
-                    receipt_block=where.block_number,
-                    receipt_hash=where.block_hash,
-                )
-                self._count(intent, "confirmed")
-                if self.metrics and block is not None:
-                    delay = max(block.timestamp - intent.due_at, 0)
-                    self.metrics.action_delay_seconds.labels(intent.action).observe(delay)
-                log.info(
-                    "keeper_action_confirmed",
-                    action=intent.action,
-                    contract=intent.contract,
-                    subject=intent.subject,
-                    tx_hash=hit.tx_hash,
-                )
-            else:
-                self._finish(intent, "preempted", "call failed inside the batch")
+        carried = [
+            i
+            for i in self.store.intents(self.store.attempt_intent_ids(hit.id))
+            if i.outcome != "not_permitted"
+        ]
+        if where.status != 1:
+            self._finish_many(carried, "reverted", "transaction reverted on chain")
+            return
+        moved = [
+            i
+            for i in carried
+            if hit.kind == "call" or moved_subject(receipt, i.contract, i.subject)
+        ]
+        self.store.set_outcome(
+            [i.id for i in moved],
+            "confirmed",
+            status="done",
+            tx_hash=hit.tx_hash,
+            receipt_block=where.block_number,
+            receipt_hash=where.block_hash,
+        )
+        block = await self.rpc.get_block(where.block_number) if self.metrics else None
+        for intent in moved:
+            self._count(intent, "confirmed")
+            if self.metrics and block is not None:
+                delay = max(block.timestamp - intent.due_at, 0)
+                self.metrics.action_delay_seconds.labels(intent.action).observe(delay)
+            log.info(
+                "keeper_action_confirmed",
+                action=intent.action,
+                contract=intent.contract,
+                subject=intent.subject,
+                tx_hash=hit.tx_hash,
+            )
+        moved_ids = {i.id for i in moved}
+        failed = [i for i in carried if i.id not in moved_ids]
+        self._finish_many(failed, "preempted", "call failed inside the batch")
 
     async def _still_wanted(
         self, attempt: Attempt, head: BlockHeader, summary: TickSummary
@@ -665,20 +725,26 @@ class Keeper:
     # ------------------------------------------------------------------ outcomes
 
     def _finish(self, intent: Intent, outcome: Outcome, detail: str = "") -> None:
-        self.store.set_outcome([intent.id], outcome, status="done", detail=detail or None)
-        self._count(intent, outcome)
-        log.info(
-            "keeper_action_finished",
-            outcome=outcome,
-            action=intent.action,
-            contract=intent.contract,
-            subject=intent.subject,
-            detail=detail,
+        self._finish_many([intent], outcome, detail)
+
+    def _finish_many(self, intents: Sequence[Intent], outcome: Outcome, detail: str) -> None:
+        """End intents with one outcome in one transaction; count and log each."""
+        self.store.set_outcome(
+            [i.id for i in intents], outcome, status="done", detail=detail or None
         )
+        for intent in intents:
+            self._count(intent, outcome)
+            log.info(
+                "keeper_action_finished",
+                outcome=outcome,
+                action=intent.action,
+                contract=intent.contract,
+                subject=intent.subject,
+                detail=detail,
+            )
 
     def _finish_ids(self, ids: Iterable[int], outcome: Outcome, detail: str) -> None:
-        for intent in self.store.intents(ids):
-            self._finish(intent, outcome, detail)
+        self._finish_many(self.store.intents(ids), outcome, detail)
 
     def _count(self, intent: Intent, outcome: str) -> None:
         if self.metrics:

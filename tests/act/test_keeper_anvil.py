@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import MakeKeeper
 from keeper_harness import KEEPER_KEYS, Escrows, address_of
 
@@ -232,3 +233,27 @@ class TestModes:
         escrows.control.mine()
         again = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert ready(keeper) and again.balance_ok and again.sent == 1
+
+
+@pytest.mark.slow
+async def test_thousand_jobs_expiring_in_one_block(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """1,000 jobs expiring in the same block are all refunded by ten batches in one block."""
+    expiry = escrows.now() + 100
+    ids = escrows.funded_jobs(1000, expiry)
+    keeper = make_keeper(batch_size=100)
+    escrows.control.mine_at(expiry)
+    start = escrows.control.block_number()
+    escrows.control.set_automine(False)
+    try:
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        escrows.control.mine()
+    finally:
+        escrows.control.set_automine(True)
+    assert summary.sent == 10
+    await run(keeper, escrows, rpc, ids, ticks=2)
+    intents = keeper.store.all_intents()
+    assert len(intents) == 1000 and {i.outcome for i in intents} == {"confirmed"}
+    assert {i.receipt_block for i in intents} == {start + 1}
+    assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
