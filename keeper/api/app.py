@@ -201,7 +201,7 @@ class _Handlers:
                     "address": address,
                     "counts": db["counts"].get(address, {}),
                     "locked": [
-                        {"token": r["token"], "amount": r["amount"]}
+                        {k: v for k, v in r.items() if k != "contract"}
                         for r in locked
                         if r["contract"] == address
                     ],
@@ -369,7 +369,7 @@ def make_app(
         by_address = {
             address: (name, (protocols or {}).get(address)) for name, address in names.items()
         }
-        registry.register(DatabaseCollector(sqlite_sources(db_path), by_address))
+        registry.register(DatabaseCollector(sqlite_sources(db_path, chain_id), by_address))
     if verification is None and chain_id is not None:
         verification = reads.verification
     if verdicts is None and chain_id is not None:

@@ -1,33 +1,33 @@
 """SQLite row providers for :class:`~keeper.obs.dbgauges.DatabaseCollector`.
 
-Here rather than in ``obs`` because it reads the store, which ``obs`` may not import.
+Here rather than in ``obs`` because it reads the store, which ``obs`` may not
+import. Job/task counts and escrow sums come from :mod:`keeper.store.queries`
+(exact ints, never summed through floats); the two aggregates the store does
+not offer yet (verifications by status, unfinished intents by action) are
+single GROUP BY queries here.
 
-Aggregate-only, read-only SQL over the projection tables. Each provider
-tolerates a table or column that does not exist yet (an older schema, a
-component not migrated): it returns no rows rather than failing the scrape.
-Amounts are TEXT in the database and summed here as Python ints, because
-SQLite's SUM over TEXT would go through floats.
+Every provider tolerates a table that does not exist yet (a component not
+migrated): it returns no rows rather than failing the scrape.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from keeper.obs.dbgauges import CountRows, DbGaugeSources
+from keeper.store import queries
 from keeper.store.db import connect
 
-__all__ = ["TERMINAL_JOB_STATUSES", "TERMINAL_TASK_STATUSES", "sqlite_sources"]
+__all__ = ["UNKNOWN_TOKEN", "sqlite_sources"]
 
-# Jobs hold escrow only once funded; Open jobs may carry a budget that was never paid in.
-LOCKED_JOB_STATUSES = ("funded", "submitted")
-TERMINAL_JOB_STATUSES = ("completed", "rejected", "expired")
-# A task's reward is deposited at creation and leaves on these.
-TERMINAL_TASK_STATUSES = ("accepted", "expired", "cancelled")
-# Task markets pay in one token the projection does not record.
+T = TypeVar("T")
+
+# Task markets pay in one token the projection does not record; an empty
+# label value would read as "no label" in PromQL.
 UNKNOWN_TOKEN = "unknown"
 
 
@@ -39,14 +39,16 @@ class _ReadOnly:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
-    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    def run(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
         with self._lock:
             if self._conn is None:
                 self._conn = connect(self._path, readonly=True)
-            return [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
-
-    def columns(self, table: str) -> set[str]:
-        return {str(r[1]) for r in self.rows(f"PRAGMA table_info({table})")}
+            try:
+                return read(self._conn)
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return empty
+                raise
 
     def close(self) -> None:
         with self._lock:
@@ -55,55 +57,52 @@ class _ReadOnly:
                 self._conn = None
 
 
-def _counts(db: _ReadOnly, table: str, label: str) -> Callable[[], CountRows]:
-    def rows() -> CountRows:
-        if not {"contract", label} <= db.columns(table):
-            return []
-        sql = f"SELECT contract, {label}, COUNT(*) FROM {table} GROUP BY contract, {label}"
-        return [(str(c), str(s), int(str(n))) for c, s, n in db.rows(sql)]
+def _grouped(sql: str, chain_id: int | None) -> Callable[[sqlite3.Connection], CountRows]:
+    """``sql`` has a ``{where}`` slot and selects (contract, label, count)."""
 
-    return rows
+    def read(conn: sqlite3.Connection) -> CountRows:
+        where, params = ("WHERE chain_id = ?", (chain_id,)) if chain_id is not None else ("", ())
+        rows = conn.execute(sql.format(where=where), params).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
-
-def _locked(db: _ReadOnly) -> CountRows:
-    totals: dict[tuple[str, str], int] = defaultdict(int)
-    job_cols = db.columns("jobs")
-    if {"contract", "status", "budget"} <= job_cols:
-        token = "token" if "token" in job_cols else "''"
-        # what was paid in, when the projection tracks it; the budget otherwise
-        amount_col = "funded_amount" if "funded_amount" in job_cols else "budget"
-        marks = ",".join("?" * len(LOCKED_JOB_STATUSES))
-        sql = f"SELECT contract, {token}, {amount_col} FROM jobs WHERE status IN ({marks})"
-        for contract, tok, amount in db.rows(sql, LOCKED_JOB_STATUSES):
-            totals[(str(contract), str(tok or UNKNOWN_TOKEN))] += int(str(amount or 0))
-    task_cols = db.columns("tasks")
-    if {"contract", "status", "reward"} <= task_cols:
-        token = "token" if "token" in task_cols else "''"
-        marks = ",".join("?" * len(TERMINAL_TASK_STATUSES))
-        sql = f"SELECT contract, {token}, reward FROM tasks WHERE status NOT IN ({marks})"
-        for contract, tok, amount in db.rows(sql, TERMINAL_TASK_STATUSES):
-            totals[(str(contract), str(tok or UNKNOWN_TOKEN))] += int(str(amount or 0))
-    return [(contract, tok, amount) for (contract, tok), amount in totals.items()]
+    return read
 
 
-def _overdue(db: _ReadOnly) -> CountRows:
-    """Intents are written when an action falls due, so an unfinished intent is overdue."""
-    if not {"contract", "action", "status"} <= db.columns("keeper_intents"):
-        return []
-    sql = (
-        "SELECT contract, action, COUNT(*) FROM keeper_intents "
-        "WHERE status != 'done' GROUP BY contract, action"
-    )
-    return [(str(c), str(a), int(str(n))) for c, a, n in db.rows(sql)]
-
-
-def sqlite_sources(path: str | Path) -> DbGaugeSources:
+def sqlite_sources(path: str | Path, chain_id: int | None = None) -> DbGaugeSources:
     """Row providers reading ``path`` through their own read-only connection."""
     db = _ReadOnly(path)
+
+    def counts(table: str) -> CountRows:
+        by_table: dict[str, Any] = db.run(
+            lambda c: queries.counts_by_status(c, chain_id=chain_id), {}
+        )
+        return [
+            (contract, status, n)
+            for contract, statuses in by_table.get(table, {}).items()
+            for status, n in statuses.items()
+        ]
+
+    def locked() -> CountRows:
+        rows: list[dict[str, Any]] = db.run(
+            lambda c: queries.escrow_locked(c, chain_id=chain_id), []
+        )
+        return [(r["contract"], r["token"] or UNKNOWN_TOKEN, int(r["amount"])) for r in rows]
+
+    verdicts = _grouped(
+        "SELECT contract, status, COUNT(*) FROM verifications {where} GROUP BY contract, status",
+        chain_id,
+    )
+    # Intents are written when an action falls due, so an unfinished intent is overdue.
+    overdue = _grouped(
+        "SELECT contract, action, COUNT(*) FROM keeper_intents {where} "
+        + ("AND" if chain_id is not None else "WHERE")
+        + " status != 'done' GROUP BY contract, action",
+        chain_id,
+    )
     return DbGaugeSources(
-        jobs=_counts(db, "jobs", "status"),
-        tasks=_counts(db, "tasks", "status"),
-        escrow_locked=lambda: _locked(db),
-        overdue_actions=lambda: _overdue(db),
-        verdicts=_counts(db, "verifications", "status"),
+        jobs=lambda: counts("jobs"),
+        tasks=lambda: counts("tasks"),
+        escrow_locked=locked,
+        overdue_actions=lambda: db.run(overdue, []),
+        verdicts=lambda: db.run(verdicts, []),
     )

@@ -74,10 +74,14 @@ def render_status(
         "",
     )
     escrow = _table(
-        ("contract", "token", "locked (base units)"),
-        [(names.get(r["contract"], r["contract"]), r["token"] or "-", r["amount"]) for r in locked],
+        ("contract", "kind", "token", "locked (base units)", "holding", "open budgets (unfunded)"),
+        [
+            (names.get(r["contract"], r["contract"]), r["kind"], r["token"] or "-", r["amount"],
+             r["count"], r["open_budget"])
+            for r in locked
+        ],
         "No escrow locked.",
-    )
+    )  # fmt: skip
     count_rows = [
         (names.get(contract, contract), table, status, n)
         for contract, per in sorted(db.get("counts", {}).items())

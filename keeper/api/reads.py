@@ -6,6 +6,14 @@ thread pool, so a slow query never stalls the event loop the daemon shares.
 Amounts stay the exact decimal strings stored in the database; nothing here
 converts them to numbers.
 
+Lists, lookups, events, counts and escrow sums come from
+:mod:`keeper.store.queries` and verifications from
+:mod:`keeper.store.verifications`; the few reads those modules do not offer
+yet (a subject's keeper intents, the backlog by action, recent verdicts) are
+kept here, small and aggregate. This module shapes rows for the wire: exact
+amounts become decimal strings (JSON numbers lose precision past 2**53) and
+only documented fields are served.
+
 Tables of components that have not been migrated yet simply read as empty,
 so the API comes up on a fresh database.
 """
@@ -20,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keeper.api.params import ListQuery, encode_cursor
+from keeper.store import queries
 from keeper.store import verifications as vstore
 from keeper.store.db import connect
 
@@ -40,7 +49,10 @@ TASK_FIELDS: tuple[str, ...] = (
     "appeal_deadline", "verdict_type", "score", "evidence_hash", "paid_amount",
     "refunded_amount", "created_block", "updated_block",
 )  # fmt: skip
-_VERDICT_TYPES = ("approve", "reject", "partial")
+_AMOUNTS: dict[str, tuple[str, ...]] = {
+    "jobs": ("budget", "funded_amount", "paid_amount", "refunded_amount"),
+    "tasks": ("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
+}
 _INTENT_FIELDS = (
     "action", "status", "outcome", "detail", "due_at", "tx_hash", "receipt_block", "attempts",
 )  # fmt: skip
@@ -107,76 +119,67 @@ class ApiReads:
             return "1=1", []
         return f"{alias}chain_id = ?", [self.chain_id]
 
+    def _tolerant(self, read: Callable[[], T], empty: T) -> T:
+        """``read()``, or ``empty`` when its table is not there yet (a fresh database)."""
+        try:
+            return read()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return empty
+            raise
+
     # --- lists ------------------------------------------------------------------------
 
     def list_subjects(self, query: ListQuery) -> Page:
+        after = queries.encode_after(*query.after) if query.after is not None else None
+        conn = self._conn()
+        parties = dict(query.parties)
+        statuses = list(query.statuses) or None
         if query.kind == "jobs":
-            table, id_col, fields = "jobs", "job_id", JOB_FIELDS
+            found = self._tolerant(
+                lambda: queries.list_jobs(
+                    conn, contract=query.contract, status=statuses, limit=query.limit,
+                    after=after, chain_id=self.chain_id, **parties,
+                ),
+                queries.Page([], None),
+            )  # fmt: skip
         else:
-            table, id_col, fields = "tasks", "task_id", TASK_FIELDS
-        where, params = self._chain()
-        clauses = [where]
-        if query.contract is not None:
-            clauses.append("contract = ?")
-            params.append(query.contract)
-        if query.statuses:
-            clauses.append(f"status IN ({','.join('?' * len(query.statuses))})")
-            params.extend(query.statuses)
-        for column, value in sorted(query.parties.items()):
-            clauses.append(f"{column} = ?")
-            params.append(value)
-        if query.after is not None:
-            clauses.append(f"(created_block, contract, {id_col}) < (?, ?, ?)")
-            params.extend(query.after)
-        sql = (
-            f"SELECT {', '.join(fields)} FROM {table} WHERE {' AND '.join(clauses)} "
-            f"ORDER BY created_block DESC, contract DESC, {id_col} DESC LIMIT ?"
-        )
-        rows = self._rows(sql, [*params, query.limit + 1])
-        items = [_subject(query.kind, row) for row in rows[: query.limit]]
+            found = self._tolerant(
+                lambda: queries.list_tasks(
+                    conn, contract=query.contract, status=statuses, limit=query.limit,
+                    after=after, chain_id=self.chain_id, **parties,
+                ),
+                queries.Page([], None),
+            )  # fmt: skip
+        items = [_wire(query.kind, item) for item in found.items]
         next_cursor = None
-        if len(rows) > query.limit:
-            last = rows[query.limit - 1]
-            key = (int(last["created_block"]), str(last["contract"]), str(last[id_col]))
-            next_cursor = encode_cursor(query.kind, key)
+        if found.next_after is not None:
+            next_cursor = encode_cursor(query.kind, queries.decode_after(found.next_after))
         return Page(items, next_cursor)
 
     # --- one subject ------------------------------------------------------------------
 
     def job(self, contract: str, job_id: str) -> dict[str, Any] | None:
-        return self._snapshot(lambda: self._one("jobs", "job_id", JOB_FIELDS, contract, job_id))
+        return self._snapshot(lambda: self._one("jobs", contract, job_id))
 
     def task(self, contract: str, task_id: str) -> dict[str, Any] | None:
-        return self._snapshot(lambda: self._one("tasks", "task_id", TASK_FIELDS, contract, task_id))
+        return self._snapshot(lambda: self._one("tasks", contract, task_id))
 
-    def _one(
-        self, table: str, id_col: str, fields: tuple[str, ...], contract: str, subject: str
-    ) -> dict[str, Any] | None:
-        where, params = self._chain()
-        rows = self._rows(
-            f"SELECT {', '.join(fields)} FROM {table} WHERE {where} AND contract = ? "
-            f"AND {id_col} = ?",
-            [*params, contract, subject],
-        )
-        if not rows:
+    def _one(self, kind: str, contract: str, subject: str) -> dict[str, Any] | None:
+        conn = self._conn()
+        get = queries.get_job if kind == "jobs" else queries.get_task
+        item = self._tolerant(lambda: get(conn, contract, subject, chain_id=self.chain_id), None)
+        if item is None:
             return None
-        out = _subject("jobs" if table == "jobs" else "tasks", rows[0])
-        out["events"] = self._events(contract, subject)
-        out["intents"] = self._intents(contract, subject)
-        return out
-
-    def _events(self, contract: str, subject: str) -> list[dict[str, Any]]:
-        where, params = self._chain()
-        rows = self._rows(
-            f"SELECT {', '.join(_EVENT_FIELDS)} FROM events WHERE {where} AND contract = ? "
-            "AND subject = ? ORDER BY block_number, log_index",
-            [*params, contract, subject],
+        out = _wire(kind, item)
+        events: list[dict[str, Any]] = self._tolerant(
+            lambda: queries.events_for(conn, contract, subject, chain_id=self.chain_id), []
         )
-        out = []
-        for row in rows:
-            event = {k: row[k] for k in _EVENT_FIELDS if k != "args_json"}
-            event["args"] = json.loads(row["args_json"])
-            out.append(event)
+        out["events"] = [
+            {k: e[k] for k in _EVENT_FIELDS if k != "args_json"} | {"args": e["args"]}
+            for e in events
+        ]
+        out["intents"] = self._intents(contract, subject)
         return out
 
     def _intents(self, contract: str, subject: str) -> list[dict[str, Any]]:
@@ -256,13 +259,15 @@ class ApiReads:
         return self._snapshot(self._status)
 
     def _status(self) -> dict[str, Any]:
+        conn = self._conn()
         where, params = self._chain()
-        cursor_rows = self._rows(
-            "SELECT chain_id, indexed_block, indexed_hash, finalized_block, updated_at "
-            f"FROM cursor WHERE {where} ORDER BY chain_id",
-            params,
-        )
-        cursor = dict(cursor_rows[0]) if cursor_rows else None
+        cursor = None
+        if self.chain_id is not None:
+            chain_id = self.chain_id
+            summary = self._tolerant(lambda: queries.status_summary(conn, chain_id), None)
+            cursor = summary["cursor"] if summary is not None else None
+            if cursor is not None:
+                cursor = {"chain_id": self.chain_id, **cursor}
         indexed_timestamp = None
         if cursor is not None:
             ts = self._rows(
@@ -270,15 +275,14 @@ class ApiReads:
                 [cursor["chain_id"], cursor["indexed_block"]],
             )
             indexed_timestamp = int(ts[0][0]) if ts else None
+        by_table: dict[str, dict[str, dict[str, int]]] = self._tolerant(
+            lambda: queries.counts_by_status(conn, chain_id=self.chain_id),
+            {"jobs": {}, "tasks": {}},
+        )
         counts: dict[str, dict[str, dict[str, int]]] = {}
-        for table in ("jobs", "tasks"):
-            for row in self._rows(
-                f"SELECT contract, status, COUNT(*) AS n FROM {table} WHERE {where} "
-                "GROUP BY contract, status",
-                params,
-            ):
-                per = counts.setdefault(str(row["contract"]), {}).setdefault(table, {})
-                per[str(row["status"])] = int(row["n"])
+        for table, per_contract in by_table.items():
+            for contract, statuses in per_contract.items():
+                counts.setdefault(contract, {})[table] = dict(statuses)
         backlog: dict[str, int] = {}
         outcomes: dict[str, int] = {}
         for row in self._rows(
@@ -309,33 +313,30 @@ class ApiReads:
         )
         return [dict(row) for row in rows]
 
-    def locked(self) -> list[dict[str, str]]:
-        """Escrow held by non-terminal jobs and tasks, exact, per (contract, token)."""
-        where, params = self._chain()
-        totals: dict[tuple[str, str], int] = {}
-        for row in self._rows(
-            f"SELECT contract, token, funded_amount AS amount FROM jobs WHERE {where} "
-            "AND status IN ('funded', 'submitted')",
-            params,
-        ):
-            key = (str(row["contract"]), str(row["token"]))
-            totals[key] = totals.get(key, 0) + int(row["amount"])
-        for row in self._rows(
-            f"SELECT contract, reward AS amount FROM tasks WHERE {where} "
-            "AND status NOT IN ('accepted', 'expired', 'cancelled')",
-            params,
-        ):
-            key = (str(row["contract"]), "")
-            totals[key] = totals.get(key, 0) + int(row["amount"])
+    def locked(self) -> list[dict[str, Any]]:
+        """Escrow held per (contract, token, kind), exact, with Open jobs' unfunded budgets."""
+        rows: list[dict[str, Any]] = self._tolerant(
+            lambda: queries.escrow_locked(self._conn(), chain_id=self.chain_id), []
+        )
         return [
-            {"contract": c, "token": t, "amount": str(v)} for (c, t), v in sorted(totals.items())
+            {
+                "contract": r["contract"],
+                "token": r["token"],
+                "kind": r["kind"],
+                "amount": str(r["amount"]),
+                "count": r["count"],
+                "open_budget": str(r["open_budget"]),
+            }
+            for r in rows
         ]
 
 
-def _subject(kind: str, row: sqlite3.Row) -> dict[str, Any]:
-    out = {key: row[key] for key in row.keys()}  # noqa: SIM118 -- sqlite3.Row has no __iter__ of keys
-    if kind == "jobs":
-        out["legacy"] = bool(out["legacy"])
-    elif out.get("verdict_type") is not None:
-        out["verdict_type"] = _VERDICT_TYPES[int(out["verdict_type"])]
+def _wire(kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    """The documented fields of a job or task, amounts as exact decimal strings."""
+    fields = JOB_FIELDS if kind == "jobs" else TASK_FIELDS
+    out = {k: item[k] for k in fields}
+    for key in _AMOUNTS[kind]:
+        out[key] = str(out[key])
+    if kind == "tasks":
+        out["extra"] = {str(k): str(v) for k, v in item.get("extra", {}).items()}
     return out

@@ -103,7 +103,16 @@ class TestStatus:
             expected[status] = expected.get(status, 0) + 1
         assert acp["counts"]["jobs"] == expected
         holding = sum(1 for s in world.jobs.values() if s in ("funded", "submitted"))
-        assert acp["locked"] == [{"token": USDC, "amount": str(BUDGET * holding)}]
+        unfunded = sum(1 for s in world.jobs.values() if s == "open")
+        assert acp["locked"] == [
+            {
+                "token": USDC,
+                "kind": "jobs",
+                "amount": str(BUDGET * holding),
+                "count": holding,
+                "open_budget": str(BUDGET * unfunded),
+            }
+        ]
         assert body["keeper"]["backlog"] == {"claimRefund": 1}
         assert body["halted"] is False
         assert world.head is not None and body["lag_seconds"] >= 0
