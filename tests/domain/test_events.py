@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -11,7 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from web3 import Web3
 
-from keeper.domain.events import EVENTS, SPECS, EventSpec, decode_log, decode_logs, spec_for
+from keeper.devnet.anvil import DEV_KEYS
+from keeper.domain.events import (
+    EVENTS,
+    SPECS,
+    EventSpec,
+    decode_log,
+    decode_logs,
+    spec_for,
+    topic0_of,
+)
 from keeper.domain.model import Log, Protocol
 
 CONTRACT = "0x" + "ab" * 20
@@ -260,3 +270,101 @@ class TestDecodeLogs:
         ]
         with pytest.raises(KeyError):
             decode_logs(logs, {CONTRACT: Protocol.ERC8183}, {10: 100})
+
+
+def _emitter_function(spec: EventSpec) -> str:
+    """The devnet EventEmitter's function emitting this event shape."""
+    if spec.variant == "legacy":
+        return f"emitLegacy{spec.name}"
+    if spec.variant == "older" and spec.name == "TaskCreated":
+        return "emitOlderTaskCreated"
+    return f"emit{spec.name}"
+
+
+def _raw_to_log(raw: Any) -> Log:
+    """An eth_getLogs entry (web3 AttributeDict) in our normalised form."""
+    return Log(
+        address=str(raw["address"]).lower(),
+        topics=tuple("0x" + bytes(t).hex() for t in raw["topics"]),
+        data=bytes(raw["data"]),
+        block_number=int(raw["blockNumber"]),
+        block_hash="0x" + bytes(raw["blockHash"]).hex(),
+        tx_hash="0x" + bytes(raw["transactionHash"]).hex(),
+        tx_index=int(raw["transactionIndex"]),
+        log_index=int(raw["logIndex"]),
+    )
+
+
+def _normalised(values: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        out[k] = "0x" + v.hex() if isinstance(v, bytes) else v.lower() if isinstance(v, str) else v
+    return out
+
+
+@pytest.fixture(scope="module")
+def emitter(module_anvil: Any) -> Any:
+    """The devnet EventEmitter deployed on a real anvil node."""
+    from keeper.devnet.contracts import load_abi
+    from keeper.devnet.deploy import connect, deploy_contract
+
+    w3 = connect(module_anvil.url)
+    address = deploy_contract(w3, DEV_KEYS[0], "EventEmitter")
+    abi = load_abi("EventEmitter")
+    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=abi)
+
+
+class TestRealChain:
+    def _logs_of(self, emitter: Any, calls: list[Any]) -> list[Log]:
+        from keeper.devnet.deploy import send_call
+
+        w3 = emitter.w3
+        start = w3.eth.block_number + 1
+        for call in calls:
+            send_call(w3, DEV_KEYS[0], call)
+        query = {"address": emitter.address, "fromBlock": start, "toBlock": w3.eth.block_number}
+        return [_raw_to_log(raw) for raw in w3.eth.get_logs(query)]
+
+    def test_logs_emitted_on_anvil_decode_to_their_arguments(self, emitter: Any) -> None:
+        """Every event shape, emitted by a real contract on anvil, decodes to the values sent."""
+        rng = random.Random(8183)
+        sent: list[tuple[EventSpec, dict[str, Any]]] = []
+        for spec in SPECS:
+            values: dict[str, Any] = {}
+            for name, typ, _ in spec.inputs:
+                if typ.startswith("uint"):
+                    bits = int(typ[4:])
+                    values[name] = rng.choice([0, 1, 2**bits - 1, rng.getrandbits(bits)])
+                elif typ == "address":
+                    values[name] = Web3.to_checksum_address(rng.randbytes(20))
+                else:
+                    values[name] = rng.randbytes(int(typ[5:]))
+            sent.append((spec, values))
+        calls = [getattr(emitter.functions, _emitter_function(s))(*v.values()) for s, v in sent]
+        logs = self._logs_of(emitter, calls)
+        assert len(logs) == len(SPECS)
+        for (spec, values), log in zip(sent, logs, strict=True):
+            event = decode_log(log, spec.protocol, 0)
+            assert (event.name, event.variant) == (spec.name, spec.variant)
+            assert dict(event.args) == _normalised(values) == _web3_args(spec, log)
+
+    def test_noise_from_a_real_contract_is_unknown(self, emitter: Any) -> None:
+        """Foreign events, a later TaskCreated shape and a malformed known topic0 are unknown."""
+        created = bytes.fromhex(spec_for("TaskCreated").topic0[2:])
+        later_sig = "TaskCreated(bytes32,address,uint256,bytes4,uint256,uint256)"
+        later = bytes.fromhex(topic0_of(later_sig)[2:])
+        indexed = [b"\x01" * 32, b"\x02" * 32, b"\x03" * 32]
+        fns = emitter.functions
+        logs = self._logs_of(
+            emitter,
+            [
+                fns.emitMystery(7, b"hello"),
+                fns.emitRaw([later, *indexed], b"\x00" * 96),
+                fns.emitRaw([created, *indexed], b"\x00" * 33),
+                fns.emitRaw([], b""),
+            ],
+        )
+        assert len(logs) == 4
+        for log in logs:
+            event = decode_log(log, Protocol.TASKMARKET, 0)
+            assert (event.name, event.variant, event.subject) == (None, "unknown", None)
