@@ -151,7 +151,7 @@ class Indexer:
         self.state.indexed = indexed
         self.listener.on_heads(head, finalized, indexed)
         if not self._checked_window:
-            await self.recheck_window()
+            await self.recheck_window(head)
             self._checked_window = True
             indexed = self.start_cursor()
         target = head.number if to_block is None else min(to_block, head.number)
@@ -160,9 +160,10 @@ class Indexer:
             await self.backfill_range(indexed + 1, min(finalized, target), finalized)
             progressed = True
             indexed = self.start_cursor()
-        if indexed > head.number:
-            await self.check_lagging(head)
-            return progressed
+        if indexed >= head.number:
+            # no new block, but the head itself may have been replaced (same-height
+            # reorg), or the node lags behind us
+            return await self.check_head(head) or progressed
         if indexed < target:
             progressed = await self.follow(indexed, target, finalized) or progressed
         return progressed
@@ -326,22 +327,27 @@ class Indexer:
         log.warning("reorg", fork_block=fork, depth=depth, touched=len(touched))
         return fork
 
-    async def recheck_window(self) -> None:
-        """At startup: a reorg may have happened while we were down."""
-        window = self.store.window()
-        real = [h for h in window if h.number >= 0]
-        if not real:
-            return
-        top = await self.rpc.get_block(real[-1].number)
-        if top is not None and top.hash == real[-1].hash:
-            return
-        await self.handle_reorg(window)
+    async def recheck_window(self, head: BlockHeader) -> None:
+        """At startup: a reorg may have happened while we were down.
 
-    async def check_lagging(self, head: BlockHeader) -> None:
-        """Our cursor is above the node's head: a lagging node unless the hashes disagree."""
+        Compared at the highest window block the node has: a node that lags
+        behind our cursor lacks the blocks above its head, which is no reorg.
+        """
+        window = [h for h in self.store.window() if 0 <= h.number <= head.number]
+        if not window:
+            return
+        top = await self.rpc.get_block(window[-1].number)
+        if top is None or top.hash == window[-1].hash:
+            return
+        await self.handle_reorg(self.store.window())
+
+    async def check_head(self, head: BlockHeader) -> bool:
+        """A head at or below our cursor: lagging if its hash matches ours, else a reorg."""
         window = self.store.window()
         if window and isinstance(relate(window, head), Diverged):
             await self.handle_reorg(window)
+            return True
+        return False
 
     # ---- shared ---------------------------------------------------------------------
 
