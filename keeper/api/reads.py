@@ -114,10 +114,10 @@ class ApiReads:
         finally:
             conn.execute("COMMIT")
 
-    def _chain(self, alias: str = "") -> tuple[str, list[Any]]:
+    def _chain(self) -> tuple[str, list[Any]]:
         if self.chain_id is None:
             return "1=1", []
-        return f"{alias}chain_id = ?", [self.chain_id]
+        return "chain_id = ?", [self.chain_id]
 
     def _tolerant(self, read: Callable[[], T], empty: T) -> T:
         """``read()``, or ``empty`` when its table is not there yet (a fresh database)."""
@@ -243,14 +243,12 @@ class ApiReads:
         }
 
     def _verification_row(self, contract: str, job_id: str) -> vstore.VerificationRow | None:
-        if self.chain_id is None:
+        chain_id = self.chain_id
+        if chain_id is None:
             return None  # verifications are per chain; without one there is nothing to pick
-        try:
-            return vstore.get_verification(self._conn(), self.chain_id, contract, job_id)
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return None
-            raise
+        return self._tolerant(
+            lambda: vstore.get_verification(self._conn(), chain_id, contract, job_id), None
+        )
 
     # --- status -----------------------------------------------------------------------
 
