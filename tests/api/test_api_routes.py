@@ -85,6 +85,31 @@ class TestOpenApi:
         doc_paths = {re.sub(r"\{[^}]+\}", "{}", p) for p in doc["paths"]}
         assert app_paths == doc_paths
 
+    def test_every_ref_resolves_and_every_operation_is_complete(
+        self, openapi: dict[str, Any]
+    ) -> None:
+        """Each $ref points at a defined schema; each operation has an id and a 2xx/3xx answer."""
+        refs: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                if "$ref" in node:
+                    refs.append(node["$ref"])
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk(openapi)
+        schemas = openapi["components"]["schemas"]
+        assert refs and all(r.removeprefix("#/components/schemas/") in schemas for r in refs)
+        ids = [op["operationId"] for item in openapi["paths"].values() for op in item.values()]
+        assert len(ids) == len(set(ids))
+        for item in openapi["paths"].values():
+            for op in item.values():
+                assert any(code.startswith(("2", "3")) for code in op["responses"])
+
 
 class TestStatus:
     async def test_status_reflects_database(
