@@ -39,7 +39,10 @@ class TtyStream(io.StringIO):
 
 @pytest.fixture(autouse=True)
 def _reset() -> Iterator[None]:
+    """Leave global logging as found: structlog defaults, root level, no keeper handler."""
+    root_level = logging.getLogger().level
     yield
+    logging.getLogger().setLevel(root_level)
     clear_secrets()
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
