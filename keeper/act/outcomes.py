@@ -1,0 +1,54 @@
+"""Ending intents: one place that writes the outcome, counts it and logs it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import structlog
+
+from keeper.domain.fees import CapHit
+from keeper.obs.metrics import Metrics
+from keeper.store.intents import Intent, IntentStore, Outcome
+
+__all__ = ["OutcomeRecorder"]
+
+log = structlog.get_logger(component="keeper.act")
+
+
+class OutcomeRecorder:
+    """Writes outcomes to the store and mirrors them into metrics and logs."""
+
+    def __init__(self, store: IntentStore, metrics: Metrics | None) -> None:
+        self.store = store
+        self.metrics = metrics
+
+    def finish(self, intent: Intent, outcome: Outcome, detail: str = "") -> None:
+        self.finish_many([intent], outcome, detail)
+
+    def finish_many(self, intents: Sequence[Intent], outcome: Outcome, detail: str) -> None:
+        """End intents with one outcome in one transaction; count and log each."""
+        self.store.set_outcome(
+            [i.id for i in intents], outcome, status="done", detail=detail or None
+        )
+        for intent in intents:
+            self.count(intent, outcome)
+            log.info(
+                "keeper_action_finished",
+                outcome=outcome,
+                action=intent.action,
+                contract=intent.contract,
+                subject=intent.subject,
+                detail=detail,
+            )
+
+    def finish_ids(self, ids: Iterable[int], outcome: Outcome, detail: str) -> None:
+        self.finish_many(self.store.intents(ids), outcome, detail)
+
+    def count(self, intent: Intent, outcome: str) -> None:
+        if self.metrics:
+            self.metrics.actions.labels(intent.contract, intent.action, outcome).inc()
+
+    def count_cap(self, hit: CapHit) -> None:
+        if self.metrics:
+            self.metrics.fee_cap_hits.inc()
+        log.warning("keeper_fee_cap_hit", needed=hit.needed, cap=hit.cap)
