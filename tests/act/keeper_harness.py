@@ -34,6 +34,7 @@ WORKER = DEV_KEYS[5]
 RESOLVER = DEV_KEYS[6]
 KEEPER_KEYS = (DEV_KEYS[7], DEV_KEYS[8], DEV_KEYS[4])
 SETUP_GAS = 600_000
+APPEAL_WINDOW = 600
 
 
 @functools.cache
@@ -41,9 +42,22 @@ def address_of(key: str) -> str:
     return str(Account.from_key(key).address).lower()
 
 
+def split_types(inner: str) -> list[str]:
+    """Top-level comma split of an ABI parameter list (tuples stay whole)."""
+    out, depth, current = [], 0, ""
+    for ch in inner:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*out, current] if current else out
+
+
 def calldata(signature: str, *args: Any) -> str:
-    """ABI-encoded call of a flat signature such as ``fund(uint256,uint256,bytes)``."""
-    types = signature[signature.index("(") + 1 : -1].split(",") if "()" not in signature else []
+    """ABI-encoded call of a signature such as ``fund(uint256,uint256,bytes)``."""
+    types = split_types(signature[signature.index("(") + 1 : -1])
     return "0x" + (keccak(text=signature)[:4] + encode(types, list(args))).hex()
 
 
@@ -202,14 +216,65 @@ class Escrows:
             0,
             100,
             window,
-            600,
+            APPEAL_WINDOW,
             address_of(RESOLVER),
         )
         self.call(WORKER, tm, "claimTask(bytes32)", tid)
         self.call(WORKER, tm, "submitWork(bytes32,bytes32)", tid, b"\x11" * 32)
         return self.now() + window
 
-    def task(self, tm: str, task_id: str, evaluation_deadline: int | None) -> TaskState:
+    def appealing_task(self, tm: str, task_id: str) -> int:
+        """A task evaluated APPROVE with one award; returns its appeal deadline."""
+        self.review_task(tm, task_id, self.now() + 50, window=300)
+        self.call(
+            EVALUATOR,
+            tm,
+            "evaluate(bytes32,uint8,uint16,uint16,bytes32,(address,uint256,uint16)[])",
+            bytes.fromhex(task_id[2:]),
+            0,
+            90,
+            80,
+            b"\x22" * 32,
+            [(address_of(WORKER), 4 * 10**6, 1)],
+        )
+        return self.now() + APPEAL_WINDOW
+
+    def open_task(self, tm: str, task_id: str, expiry: int) -> None:
+        """A task created and never claimed."""
+        reward = 10**6
+        self.call(DEPLOYER, self.d.usdc, "mint(address,uint256)", address_of(CLIENT), reward)
+        self.call(CLIENT, self.d.usdc, "approve(address,uint256)", tm, reward)
+        tid = bytes.fromhex(task_id[2:])
+        self.call(
+            CLIENT, tm, "createTask(bytes32,uint256,uint256,bytes4)", tid, reward, expiry, b"\0" * 4
+        )
+
+    def open_job_with_budget(self, expired_at: int, budget: int) -> str:
+        """A job whose budget is set but never funded (the claimRefund hazard)."""
+        c = self.d.commerce
+        (counter,) = decode(["uint256"], self.view(c, calldata("jobCounter()")))
+        self.call(
+            CLIENT,
+            c,
+            "createJob(address,address,uint256,string,address,uint256)",
+            address_of(PROVIDER),
+            address_of(EVALUATOR),
+            expired_at,
+            "unfunded",
+            "0x" + "00" * 20,
+            0,
+        )
+        sig = "setBudget(uint256,address,uint256,bytes)"
+        self.call(CLIENT, c, sig, counter + 1, self.d.usdc, budget, b"")
+        return str(counter + 1)
+
+    def task(
+        self,
+        tm: str,
+        task_id: str,
+        evaluation_deadline: int | None = None,
+        appeal_deadline: int | None = None,
+    ) -> TaskState:
         """Projection of one task, read at latest; the deadline comes from the caller."""
         raw = self.view(tm, calldata("getTask(bytes32)", bytes.fromhex(task_id[2:])))
         (t,) = decode([_TASK], raw)
@@ -221,4 +286,5 @@ class Escrows:
             expiry_time=int(t[4]),
             status=TaskStatus(int(t[6])),
             evaluation_deadline=evaluation_deadline,
+            appeal_deadline=appeal_deadline,
         )

@@ -8,6 +8,8 @@ from keeper_harness import KEEPER_KEYS, Escrows, address_of
 
 from keeper.act import Keeper
 from keeper.domain.model import BlockHeader, JobStatus
+from keeper.domain.planner import PlannerConfig
+from keeper.domain.sharding import shard_of
 from keeper.rpc.client import RpcClient
 
 
@@ -257,3 +259,77 @@ async def test_thousand_jobs_expiring_in_one_block(
     assert len(intents) == 1000 and {i.outcome for i in intents} == {"confirmed"}
     assert {i.receipt_block for i in intents} == {start + 1}
     assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
+
+class TestTaskBoundaries:
+    """finalizeVerdict at the appeal deadline, refundExpired one second past expiry."""
+
+    async def test_finalize_at_appeal_deadline_not_before(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """At deadline - 1 nothing; at the deadline finalizeVerdict pays the award (Accepted)."""
+        tm, task_id = escrows.d.taskmarket, "0x" + "e1" * 32
+        deadline = escrows.appealing_task(tm, task_id)
+        keeper = make_keeper()
+        escrows.control.mine_at(deadline - 1)
+        state = escrows.task(tm, task_id, appeal_deadline=deadline)
+        assert (await keeper.tick(await head(rpc), [], [state])).sent == 0
+        escrows.control.mine_at(deadline)
+        state = escrows.task(tm, task_id, appeal_deadline=deadline)
+        assert (await keeper.tick(await head(rpc), [], [state])).sent == 1
+        assert escrows.task(tm, task_id).status.name == "ACCEPTED"
+
+    async def test_refund_one_second_after_expiry(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """At expiryTime nothing (the contract needs now > expiry); one second later, refunded."""
+        tm, task_id = escrows.d.taskmarket, "0x" + "e2" * 32
+        expiry = escrows.now() + 500
+        escrows.open_task(tm, task_id, expiry)
+        keeper = make_keeper()
+        escrows.control.mine_at(expiry)
+        assert (await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id)])).sent == 0
+        escrows.control.mine_at(expiry + 1)
+        assert (await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id)])).sent == 1
+        assert escrows.task(tm, task_id).status.name == "EXPIRED"
+
+
+async def test_open_job_with_budget_is_reported_not_refunded(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """An expired, unfunded job with a budget is reported; no intent, no transaction."""
+    expiry = escrows.now() + 100
+    job_id = escrows.open_job_with_budget(expiry, 5 * 10**6)
+    keeper = make_keeper()
+    escrows.control.mine_at(expiry + 3600)
+    summary = await keeper.tick(await head(rpc), escrows.jobs([job_id]), [])
+    assert [(r.subject, r.kind.value) for r in summary.reports] == [
+        (job_id, "open_job_with_budget_expired")
+    ]
+    assert summary.sent == 0 and keeper.store.all_intents() == []
+    assert escrows.jobs([job_id])[0].status is JobStatus.OPEN
+
+
+async def test_sharded_keepers_with_one_dead(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """With two shards and shard 1 dead, shard 0 takes the other half after the fallback."""
+    expiry = escrows.now() + 100
+    ids = escrows.funded_jobs(6, expiry)
+    alive = make_keeper(planner=PlannerConfig(shard=0, shards=2, shard_fallback_seconds=300))
+    mine = {s for s in ids if shard_of(s, 2) == 0}
+    assert mine and mine != set(ids)  # the six ids fall on both shards
+    escrows.control.mine_at(expiry)
+    await keeper_round(alive, escrows, rpc, ids)
+    expired = {j.job_id for j in escrows.jobs(ids) if j.status is JobStatus.EXPIRED}
+    assert expired == mine
+    escrows.control.mine_at(expiry + 299)
+    await keeper_round(alive, escrows, rpc, ids)
+    assert {j.job_id for j in escrows.jobs(ids) if j.status is JobStatus.EXPIRED} == mine
+    escrows.control.mine_at(expiry + 300)
+    await keeper_round(alive, escrows, rpc, ids)
+    assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
+
+async def keeper_round(keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str]) -> None:
+    await keeper.tick(await head(rpc), escrows.jobs(ids), [])
