@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -109,7 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _exit_quietly(signum: int, frame: object) -> None:
+    """SIGTERM before the daemon's own handler is installed: nothing is in flight yet."""
+    raise SystemExit(EXIT_OK)
+
+
 def _run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _exit_quietly)
     from keeper import app
 
     return asyncio.run(app.run_daemon(args.config))
