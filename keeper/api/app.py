@@ -36,6 +36,7 @@ from keeper.api.params import (
     resolve_contract,
 )
 from keeper.api.reads import ApiReads
+from keeper.api.submit import VerdictSubmitter
 from keeper.domain.model import Protocol
 from keeper.obs.dbgauges import DatabaseCollector
 from keeper.obs.logging import get_logger, redact_text
@@ -51,6 +52,7 @@ VerificationReader = Callable[[str, str], Mapping[str, Any] | None]
 VerdictReader = Callable[[str, str], Mapping[str, Any] | None]
 
 READS_KEY = web.AppKey("reads", ApiReads)
+MAX_SUBMISSION_BYTES = 1 << 20
 _log = get_logger(__name__)
 _SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -63,10 +65,18 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status, dumps=partial(json.dumps, separators=(",", ":")))
 
 
-def _error(status: int, code: str, message: str, parameter: str | None = None) -> web.Response:
+def _error(
+    status: int,
+    code: str,
+    message: str,
+    parameter: str | None = None,
+    pointer: str | None = None,
+) -> web.Response:
     body: dict[str, Any] = {"error": code, "message": message}
     if parameter is not None:
         body["parameter"] = parameter
+    if pointer is not None:
+        body["pointer"] = pointer
     return _json(body, status)
 
 
@@ -88,6 +98,8 @@ async def _errors(
         response = _error(404, "not_found", f"no route for {request.path}")
     except web.HTTPMethodNotAllowed as exc:
         response = _error(405, "method_not_allowed", f"{exc.method} is not allowed here")
+    except web.HTTPRequestEntityTooLarge:
+        response = _error(413, "too_large", f"request body over {MAX_SUBMISSION_BYTES} bytes")
     except web.HTTPException:
         raise
     except sqlite3.OperationalError as exc:
@@ -124,6 +136,7 @@ class _Handlers:
         contracts: Mapping[str, str],
         verification: VerificationReader | None,
         verdicts: VerdictReader | None,
+        submit: VerdictSubmitter | None,
         pool: ThreadPoolExecutor,
     ) -> None:
         self.reads = reads
@@ -134,6 +147,7 @@ class _Handlers:
         self.names = {address: name for name, address in self.contracts.items()}
         self.verification = verification
         self.verdicts = verdicts
+        self.submit = submit
         self.pool = pool
         self.openapi = resources.files("keeper.api").joinpath("openapi.json").read_bytes()
 
@@ -284,6 +298,21 @@ class _Handlers:
             return _error(404, "not_found", f"no stored verdict for job {job_id} on {contract}")
         return _json({"contract": contract, "job_id": job_id, **found})
 
+    async def post_verdict(self, request: web.Request) -> web.Response:
+        """Accept a verdict document only if it is the one an indexed verdict names."""
+        if self.submit is None:
+            return _error(503, "submissions_disabled", "verdict submission is not enabled")
+        raw = await request.read()
+        submit = self.submit
+        result = await self._run(lambda: submit(raw))
+        if not result.accepted:
+            code = result.code or "invalid_document"
+            return _error(422, code, result.detail or code, pointer=result.pointer)
+        jobs = [
+            {"contract": c, "contract_name": self.names.get(c), "job_id": j} for c, j in result.jobs
+        ]
+        return _json({"accepted": True, "digest": result.digest, "jobs": jobs}, 202)
+
     # --- HTML ---------------------------------------------------------------------------
 
     async def index(self, _request: web.Request) -> web.Response:
@@ -347,6 +376,7 @@ def make_app(
     chain_id: int | None = None,
     verification: VerificationReader | None = None,
     verdicts: VerdictReader | None = None,
+    submit_verdict: VerdictSubmitter | None = None,
     db_gauges: bool = True,
     read_threads: int = 2,
 ) -> web.Application:
@@ -356,7 +386,9 @@ def make_app(
     either); ``protocols`` maps those addresses to their protocol, so the
     database gauges export zero series for every status. With ``chain_id``,
     verifications and verdict documents are read from the verify component's
-    tables unless ``verification``/``verdicts`` readers are given. With ``db_gauges``
+    tables unless ``verification``/``verdicts`` readers are given.
+    ``submit_verdict`` (see :func:`keeper.api.submit.submission_handler`)
+    enables ``POST /v1/verdicts``; without it the route answers 503. With ``db_gauges``
     the scrape-time database collector is registered on ``registry``.
     ``status_provider`` returns the daemon's live view (chain_id, head_block,
     finalized_block, lag_seconds, halt_reason, keeper: {...}); ``readiness``
@@ -374,9 +406,13 @@ def make_app(
         verification = reads.verification
     if verdicts is None and chain_id is not None:
         verdicts = reads.verdict
-    h = _Handlers(reads, registry, status_provider, readiness, names, verification, verdicts, pool)
+    h = _Handlers(
+        reads, registry, status_provider, readiness, names, verification, verdicts,
+        submit_verdict, pool,
+    )  # fmt: skip
 
-    app = web.Application(middlewares=[_errors])
+    # verdict documents are a few hundred bytes; this caps what a POST may make us read
+    app = web.Application(middlewares=[_errors], client_max_size=MAX_SUBMISSION_BYTES)
     app[READS_KEY] = reads
     app.router.add_get("/healthz", h.healthz)
     app.router.add_get("/readyz", h.readyz)
@@ -388,6 +424,7 @@ def make_app(
     app.router.add_get("/v1/tasks", h.list_tasks)
     app.router.add_get("/v1/tasks/{contract}/{task_id}", h.get_task)
     app.router.add_get("/v1/verdicts/{contract}/{job_id}", h.get_verdict)
+    app.router.add_post("/v1/verdicts", h.post_verdict)
     app.router.add_get("/", h.index)
     app.router.add_get("/lookup", h.lookup)
     app.router.add_get("/jobs/{contract}/{job_id}", h.job_page)

@@ -22,6 +22,7 @@ def build_app(
     readiness: Any = None,
     verification: Any = None,
     verdicts: Any = None,
+    submit_verdict: Any = None,
     live: Mapping[str, Any] | None = None,
 ) -> web.Application:
     registry = CollectorRegistry()
@@ -37,6 +38,7 @@ def build_app(
         chain_id=CHAIN_ID,
         verification=verification,
         verdicts=verdicts,
+        submit_verdict=submit_verdict,
     )
 
 

@@ -25,6 +25,7 @@ from keeper.store.db import connect
 from keeper.store.index_store import Batch, IndexStore
 from keeper.store.intents import IntentStore
 from keeper.store.migrations import migrate
+from keeper.verify.canonical import canonical_bytes, keccak_hex
 
 CHAIN_ID = 31337
 ACP = "0x" + "a1" * 20
@@ -60,7 +61,7 @@ class World:
     head: BlockHeader | None = None
     intent_job: str = ""
     verified_job: str = ""
-    document: dict[str, Any] = field(default_factory=dict)
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> verdict doc
     report_digest: str = ""
 
 
@@ -127,8 +128,12 @@ def _job_story(chain: _Chain, world: World, job: int) -> None:
     world.jobs[jid] = "submitted"
     if job % 5 == 2:
         return
-    reason = "0x" + keccak(text=f"verdict {job}").hex()
+    esito = "complete" if job % 5 == 3 else "reject"
+    document: dict[str, Any] = {"evaluator": "SchemaEval", "version": 1, "jobId": jid,
+                "deliverable": "0x" + "dd" * 32, "esito": esito, "motivi": []}  # fmt: skip
+    reason = keccak_hex(canonical_bytes(document))
     world.reasons[jid] = reason
+    world.documents[jid] = document
     if job % 5 == 3:
         chain.emit(ACP, "JobCompleted", {"jobId": job, "evaluator": EVALUATOR, "reason": reason})
         world.jobs[jid] = "completed"
@@ -199,10 +204,8 @@ def _verify_one(conn: Any, world: World, events: list[Any]) -> None:
     job = next(j for j, s in world.jobs.items() if s == "completed")
     event = next(e for e in events if e.name == "JobCompleted" and e.subject == job)
     world.verified_job = job
-    world.document = {"evaluator": "SchemaEval", "version": 1, "jobId": job, "esito": "complete",
-                      "motivi": []}  # fmt: skip
-    body = json.dumps(world.document, sort_keys=True, separators=(",", ":")).encode()
-    document_digest = "0x" + keccak(body).hex()
+    body = canonical_bytes(world.documents[job])
+    document_digest = keccak_hex(body)
     vstore.save_document(conn, CHAIN_ID, ACP, job, document_digest, body)
     parent = None
     for revision, status in ((1, "unavailable"), (2, "verified")):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,11 @@ from api_world import ACP, BUDGET, CHAIN_ID, CLIENTS, TM, USDC, World, task_id
 from prometheus_client.parser import text_string_to_metric_families
 
 from keeper.api.health import Check
+from keeper.api.submit import submission_handler
 from keeper.obs.logging import clear_secrets, register_rpc_url
+from keeper.store.db import connect
+from keeper.store.verifications import get_document
+from keeper.verify.canonical import canonical_bytes
 
 Client = TestClient[Any, Any]
 Validate = Callable[[str, Any], None]
@@ -352,7 +357,7 @@ class TestVerdicts:
         """The stored document, latest report and the report chain are served."""
         body = await get_json(client, f"/v1/verdicts/acp/{world.verified_job}")
         validate("Verdict", body)
-        assert body["document"] == world.document
+        assert body["document"] == world.documents[world.verified_job]
         assert body["report_digest"] == world.report_digest
         assert body["report"]["status"] == "verified"
         history = body["history"]
@@ -465,3 +470,61 @@ class TestNoSecrets:
         for body in bodies:
             for piece in ("pw0rd123", "0123456789abcdefKEY", secret_url):
                 assert piece not in body
+
+
+class TestSubmitVerdict:
+    @pytest.fixture
+    async def submitting(self, world: World) -> AsyncIterator[Client]:
+        app = build_app(world, submit_verdict=submission_handler(world.path, CHAIN_ID))
+        async with TestClient(TestServer(app)) as c:
+            yield c
+
+    async def test_matching_document_is_stored(
+        self, submitting: Client, world: World, validate: Validate
+    ) -> None:
+        """A document whose canonical digest is a verdict's reason is accepted and stored."""
+        job = next(j for j in world.documents if j != world.verified_job)
+        document = world.documents[job]
+        # reordered and indented: canonicalisation, not the sender's bytes, decides
+        raw = json.dumps(dict(reversed(list(document.items()))), indent=2).encode()
+        response = await submitting.post("/v1/verdicts", data=raw)
+        assert response.status == 202, await response.text()
+        body = await response.json()
+        validate("SubmissionAccepted", body)
+        assert body["digest"] == world.reasons[job]
+        assert body["jobs"] == [{"contract": ACP, "contract_name": "acp", "job_id": job}]
+        conn = connect(world.path, readonly=True)
+        try:
+            assert get_document(conn, world.reasons[job]) == canonical_bytes(document)
+        finally:
+            conn.close()
+
+    @pytest.mark.parametrize(
+        ("raw", "code"),
+        [
+            (b'{"esito": "complete", "jobId": "1"}', "verdict_hash_mismatch"),
+            (b"not json", "invalid_document"),
+            (b"[1, 2]", "invalid_document"),
+        ],
+    )
+    async def test_refused_documents_are_422(
+        self, submitting: Client, validate: Validate, raw: bytes, code: str
+    ) -> None:
+        """A document no verdict names, or no document at all, is refused with its code."""
+        response = await submitting.post("/v1/verdicts", data=raw)
+        assert response.status == 422
+        body = await response.json()
+        validate("Error", body)
+        assert body["error"] == code
+
+    async def test_oversized_body_is_413(self, submitting: Client) -> None:
+        """A body over the limit is refused before it is read whole."""
+        response = await submitting.post("/v1/verdicts", data=b"{" + b" " * (1 << 20) + b"}")
+        assert response.status == 413
+        assert (await response.json())["error"] == "too_large"
+
+    async def test_disabled_without_submitter(self, client: Client) -> None:
+        """Without a submitter the route answers 503, naming why."""
+        response = await client.post("/v1/verdicts", data=b"{}")
+        assert response.status == 503
+        assert (await response.json())["error"] == "submissions_disabled"
