@@ -175,6 +175,12 @@ class Escrows:
             self.bulk(sends)
         return ids
 
+    def submit(self, job_id: str) -> int:
+        """The provider submits a deliverable; returns the block timestamp of the submission."""
+        sig = "submit(uint256,bytes32,bytes)"
+        self.call(PROVIDER, self.d.commerce, sig, int(job_id), b"\x33" * 32, b"")
+        return self.now()
+
     def jobs(self, ids: list[str]) -> list[JobState]:
         """Projections of the given jobs, read from the contract at latest."""
         out = []

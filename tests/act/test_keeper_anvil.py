@@ -60,6 +60,22 @@ class TestBoundary:
         assert (intent.status, intent.outcome) == ("done", "confirmed")
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
+    async def test_submitted_job_waits_for_the_grace_period(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A job submitted 10 min before expiry is refunded at submittedAt + 1 h, not before."""
+        expiry = escrows.now() + 1000
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.set_next_timestamp(expiry - 600)
+        submitted = escrows.submit(ids[0])
+        due = submitted + 3600
+        keeper = make_keeper()
+        escrows.control.mine_at(due - 1)
+        assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 0
+        escrows.control.mine_at(due)
+        assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 1
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+
 
 class TestCompetingKeepers:
     """Several keepers with different keys execute each action exactly once."""
