@@ -40,6 +40,7 @@ from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 
 __all__ = [
+    "DEFAULT_DECODED_CACHE",
     "DEFAULT_KEEP_MARGIN",
     "INDEX_TABLES",
     "ApplyResult",
@@ -55,6 +56,9 @@ __all__ = [
 # re-check of the window cheap. Costs a few rows.
 DEFAULT_KEEP_MARGIN: Final = 16
 INT64_MAX: Final = 2**63 - 1
+# Decoded events kept in memory (about 1 KB each): a few batches' worth of
+# busy subjects' histories, so their rebuilds skip most re-decoding.
+DEFAULT_DECODED_CACHE: Final = 50_000
 
 # table -> columns excluded from dump() because they are wall-clock volatile
 INDEX_TABLES: Final[dict[str, tuple[str, ...]]] = {
@@ -246,11 +250,22 @@ class IndexStore:
     """Writes of the index component for one chain; callers own the connection."""
 
     def __init__(
-        self, conn: sqlite3.Connection, chain_id: int, *, keep_margin: int = DEFAULT_KEEP_MARGIN
+        self,
+        conn: sqlite3.Connection,
+        chain_id: int,
+        *,
+        keep_margin: int = DEFAULT_KEEP_MARGIN,
+        decoded_cache: int = DEFAULT_DECODED_CACHE,
     ) -> None:
         self.conn = conn
         self.chain_id = chain_id
         self.keep_margin = keep_margin
+        # Decoded stored events by (block hash, log index). That key names one
+        # immutable log, so an entry can never be stale: it is only looked up
+        # for rows the database returns. Saves re-decoding a busy subject's
+        # history on every batch; insertion-ordered, oldest evicted first.
+        self._decoded: dict[tuple[str, int], Event] = {}
+        self._decoded_max = decoded_cache
         conn.execute(
             "CREATE TEMP TABLE IF NOT EXISTS touched (contract TEXT NOT NULL, "
             "subject TEXT NOT NULL, PRIMARY KEY (contract, subject)) WITHOUT ROWID"
@@ -326,7 +341,8 @@ class IndexStore:
             ):
                 read = _read_from_row(row)
                 reads.setdefault((read.contract, read.subject), []).append(read)
-            self._write_projections(self._groups(rows, reads, {}))
+            # no cache: a full rebuild decodes every stored log afresh
+            self._write_projections(self._groups(rows, reads, {}, use_cache=False))
 
     # --- internals --------------------------------------------------------------------
 
@@ -475,6 +491,9 @@ class IndexStore:
             read = known_reads.get((row[0], row[1], row[2], row[4])) or _read_from_row(row)
             reads.setdefault((read.contract, read.subject), []).append(read)
 
+        for e in fresh:
+            if e.subject is not None:
+                self._remember((e.log.block_hash, e.log.log_index), e)
         keys = {(e.log.block_hash, e.log.log_index) for e in fresh}
         lo = min((e.log.block_number for e in fresh), default=1)
         hi = max((e.log.block_number for e in fresh), default=0)
@@ -532,20 +551,34 @@ class IndexStore:
         rows: Iterable[Sequence[Any]],
         reads: Mapping[tuple[str, str], list[ChainRead]],
         known: Mapping[tuple[str, int], Event],
+        *,
+        use_cache: bool = True,
     ) -> Iterator[tuple[tuple[str, str], list[Event], list[ChainRead]]]:
         """Group event rows sorted by (contract, subject) into (key, events, reads), lazily."""
+        cache: Mapping[tuple[str, int], Event] = self._decoded if use_cache else {}
         for (contract, subject), group in groupby(rows, key=lambda r: (r[0], r[1])):
             events: list[Event] = []
             mine = list(reads.get((contract, subject), ()))
             for row in group:
-                event = known.get((row[6], row[9]))
-                events.append(event if event is not None else _load_event(row))
+                key = (row[6], row[9])
+                event = known.get(key) or cache.get(key)
+                if event is None or event.protocol.value != row[2] or event.contract != contract:
+                    event = _load_event(row)
+                    if use_cache:
+                        self._remember(key, event)
+                events.append(event)
                 if row[11] is not None:
                     mine.append(
                         ChainRead(contract, "", PAYMENT_TOKEN, row[5], row[6],
                                   decode_result(row[11]))
                     )  # fmt: skip
             yield (contract, subject), events, mine
+
+    def _remember(self, key: tuple[str, int], event: Event) -> None:
+        decoded = self._decoded
+        decoded[key] = event
+        while len(decoded) > self._decoded_max:
+            del decoded[next(iter(decoded))]
 
     def _write_projections(
         self, groups: Iterable[tuple[tuple[str, str], list[Event], list[ChainRead]]]
