@@ -32,10 +32,10 @@ from keeper.store.migrations import migrate
 CHAIN = 31337
 
 
-def _store(tmp_path: Path, name: str = "index.db") -> IndexStore:
+def _store(tmp_path: Path, name: str = "index.db", cache: int = 50_000) -> IndexStore:
     conn = connect(tmp_path / name)
     migrate(conn)
-    return IndexStore(conn, CHAIN, keep_margin=4)
+    return IndexStore(conn, CHAIN, keep_margin=4, decoded_cache=cache)
 
 
 def _apply_in_chunks(store: IndexStore, blocks: list[SynthBlock], size: int, lag: int) -> None:
@@ -113,12 +113,15 @@ class TestApply:
         assert store.dump() == before
 
     def test_chunked_apply_equals_one_batch_and_rebuild_is_identical(self, tmp_path: Path) -> None:
-        """Many small batches, one big batch and a full rebuild give identical dumps."""
+        """Small batches (any decode cache size), one big batch and a rebuild: identical dumps."""
         blocks = Synth(seed=7).blocks(1, 40)
         small, big = _store(tmp_path, "a.db"), _store(tmp_path, "b.db")
+        tiny_cache = _store(tmp_path, "c.db", cache=5)
         _apply_in_chunks(small, blocks, 3, lag=0)
+        _apply_in_chunks(tiny_cache, blocks, 3, lag=0)
         big.apply_batch(batch_of(blocks, finalized=40))
-        assert small.dump() == big.dump()
+        assert small.dump() == big.dump() == tiny_cache.dump()
+        assert len(tiny_cache._decoded) == 5
         small.conn.execute("UPDATE jobs SET status = 'bogus'")
         small.conn.execute("DELETE FROM tasks")
         small.rebuild_all()
