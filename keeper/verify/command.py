@@ -240,6 +240,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if not _ADDRESS.match(args.contract) or args.job_id < 0:
         print("error: --contract must be a 0x address and --id a job number", file=sys.stderr)
         return EXIT_USAGE
+    verifier: Verifier | None = None
     try:
         config = load_config(args.config)
         if args.history:
@@ -273,6 +274,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         # web3 and aiohttp messages may quote the endpoint URL; name the kind of failure only
         print(f"undetermined: cannot read the chain ({type(exc).__name__})", file=sys.stderr)
         return EXIT_UNDETERMINED
+    finally:
+        if verifier is not None and verifier.sandbox is not None:
+            verifier.sandbox.close()
     _print_outcome(outcome, args.json, out)
     return exit_code(outcome.status)
 

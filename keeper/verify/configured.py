@@ -5,6 +5,7 @@ from __future__ import annotations
 from keeper.config import DirectorySourceConfig, SourceConfig, VerdictsConfig
 from keeper.errors import ConfigError
 from keeper.verify.checks import CheckConfig
+from keeper.verify.sandbox import Sandbox
 from keeper.verify.sources import (
     CONTENT_FILE_NAMES,
     ContentSource,
@@ -34,10 +35,11 @@ def content_source(cfg: SourceConfig) -> Source:
 
 
 def build_verifier(cfg: VerdictsConfig) -> Verifier:
-    """Sources in configured order, the evaluator name map and the retry horizon."""
+    """Sources in configured order, evaluator names, retry horizon, a sandbox for re-runs."""
     return Verifier(
         sources=[verdict_source(s) for s in cfg.sources],
         content_sources=[content_source(s) for s in cfg.content_sources],
         checks=CheckConfig(evaluator_names={k: v.lower() for k, v in cfg.evaluators.items()}),
         policy=RetryPolicy(horizon=cfg.retry_horizon),
+        sandbox=Sandbox(),
     )

@@ -7,6 +7,8 @@ over the size limit: a bad source must not hide behind "unavailable"), and
 only when no source has anything is the verdict ``unavailable``. Deliverable content is fetched
 only when a deterministic evaluator will be re-run; content matching the
 on-chain hash is preferred, else the first content found is judged as is.
+The re-run executes in the verifier's ``Sandbox`` when it has one (the daemon
+and ``keeper verify`` do), so a hostile schema costs a bounded time and memory.
 
 ``unavailable`` is retried with exponential backoff until a horizon measured
 from the first attempt (``next_retry_at``, pure); every other status is final
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from keeper.store import verifications as store
-from keeper.verify.canonical import keccak_hex
+from keeper.verify.canonical import JsonValue, keccak_hex
 from keeper.verify.checks import (
     CheckConfig,
     DocumentCheck,
@@ -34,6 +36,7 @@ from keeper.verify.checks import (
 )
 from keeper.verify.failures import Failure, FailureCode, Status, derive_status
 from keeper.verify.report import ChainRef, Report, build_report, same_outcome, stored_report
+from keeper.verify.sandbox import Sandbox, SandboxTimeout
 from keeper.verify.sources import FetchContext, Fetched, Problem, Source, SourceFailure
 
 
@@ -76,6 +79,8 @@ class Verifier:
     content_sources: Sequence[Source] = ()
     checks: CheckConfig = field(default_factory=CheckConfig)
     policy: RetryPolicy = field(default_factory=RetryPolicy)
+    # where evaluator re-runs execute; None runs them inline (trusted inputs, tests)
+    sandbox: Sandbox | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +116,25 @@ async def verify_verdict(
         if needs_content(facts, verifier.checks):
             content, content_problems = await fetch_content(verifier.content_sources, ctx)
             problems.extend(content_problems)
-        failures = check_reexecution(doc.document, facts, verifier.checks, content)
+        failures = await _reexecute(verifier, doc.document, facts, content)
     status = derive_status(failures)
     report = build_report(verdict.chain, status, failures, doc.digest, parent=parent)
     return Outcome(report, tuple(failures), doc.canonical, doc.digest, source, tuple(problems))
+
+
+async def _reexecute(
+    verifier: Verifier, document: dict[str, JsonValue], facts: VerdictFacts, content: bytes | None
+) -> list[Failure]:
+    if verifier.sandbox is None:
+        return check_reexecution(document, facts, verifier.checks, content)
+    try:
+        return await verifier.sandbox.call(
+            check_reexecution, document, facts, verifier.checks, content
+        )
+    except SandboxTimeout as exc:
+        return [Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", f"re-run stopped: {exc}")]
+    except MemoryError:
+        return [Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", "re-run ran out of memory")]
 
 
 async def fetch_content(
