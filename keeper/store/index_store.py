@@ -59,6 +59,7 @@ INT64_MAX: Final = 2**63 - 1
 # Decoded events kept in memory (about 1 KB each): a few batches' worth of
 # busy subjects' histories, so their rebuilds skip most re-decoding.
 DEFAULT_DECODED_CACHE: Final = 50_000
+ZERO_HASH: Final = "0x" + "00" * 32
 
 # table -> columns excluded from dump() because they are wall-clock volatile
 INDEX_TABLES: Final[dict[str, tuple[str, ...]]] = {
@@ -317,7 +318,12 @@ class IndexStore:
             return self._apply(batch, keep_from)
 
     def rollback_to(self, fork_point: int) -> set[tuple[str, str]]:
-        """Forget everything above ``fork_point`` and rebuild what it touched; one transaction."""
+        """Forget everything above ``fork_point`` and rebuild what it touched; one transaction.
+
+        The fork point must be a window block (or the cursor block, or -1 for
+        "before genesis"); anything else is a reorg deeper than the window and
+        raises DeepReorgError without changing anything.
+        """
         with self._transaction():
             return self._rollback(fork_point)
 
@@ -420,6 +426,8 @@ class IndexStore:
         ).fetchone()
         if row is not None:
             fork_hash = str(row[0])
+        elif fork_point < 0:  # before genesis: forget everything (a chain replaced from 0)
+            fork_hash = ZERO_HASH
         elif current is not None and current.indexed_block == fork_point:
             fork_hash = current.indexed_hash
         else:

@@ -320,6 +320,15 @@ class TestRollback:
         assert err.value.depth_at_least == 27
         assert store.dump() == before
 
+    def test_rollback_before_genesis_forgets_everything(self, tmp_path: Path) -> None:
+        """Fork point -1 (the chain replaced from block 0) empties the index and the window."""
+        store = _store(tmp_path)
+        store.apply_batch(batch_of(Synth(seed=17).blocks(0, 5), finalized=0))
+        assert store.rollback_to(-1)
+        dump = store.dump()
+        assert dump["cursor"] == [(CHAIN, -1, "0x" + "00" * 32, -1)]
+        assert all(not rows for table, rows in dump.items() if table != "cursor")
+
     def test_status_moves_back_on_rollback(self, tmp_path: Path) -> None:
         """A job completed in an orphaned block gets back the status it had at the fork point."""
         store = _store(tmp_path)
