@@ -84,6 +84,50 @@ class TestVerifyVerdict:
         assert outcome.document_digest == facts(doc, TOO_FEW).reason
         assert outcome.report.body["documentDigest"] == outcome.document_digest
 
+    @pytest.mark.parametrize(
+        ("served", "status"),
+        [
+            (lambda raw: raw.replace(b'"7"', b'"8"', 1), Status.MISMATCH),
+            (lambda raw: raw.replace(b"Array", b"array"), Status.MISMATCH),
+            (
+                lambda raw: json.dumps(dict(reversed(json.loads(raw).items()))).encode(),
+                Status.VERIFIED,
+            ),
+            (lambda raw: json.dumps(json.loads(raw), indent=8).encode(), Status.VERIFIED),
+            (lambda raw: raw.replace(b'"version":1', b'"version":1.0'), Status.VERIFIED),
+            (lambda raw: raw.replace(b'"version":1', b'"version":1e0'), Status.VERIFIED),
+            (lambda raw: raw.replace(b'"version":1', b'"version":1.5'), Status.MISMATCH),
+        ],
+        ids=[
+            "one-byte",
+            "one-letter",
+            "key-order",
+            "whitespace",
+            "float-1.0",
+            "float-1e0",
+            "float-1.5",
+        ],
+    )
+    async def test_served_variants(
+        self, evaluator: EvaluatorServer, served: Any, status: Status
+    ) -> None:
+        """Changed content is a mismatch; key order, whitespace and number spelling are not."""
+        doc = verdict(7, TOO_FEW, "reject", ["/fornitori: Array has too few items (1 < 3)"])
+        raw: bytes = served(body(doc))
+        assert raw != body(doc)
+        evaluator.serve("/v1/jobs/7", raw)
+        evaluator.serve(f"/v1/content/{keccak_hex(TOO_FEW)}", TOO_FEW)
+        verifier = Verifier(
+            [HttpSource(evaluator.base + "/v1/jobs/{jobId}")],
+            [ContentSource(evaluator.base + "/v1/content/{hash}")],
+        )
+        outcome = await verify_verdict(_verdict(facts(doc, TOO_FEW)), verifier)
+        assert outcome.status is status, outcome.failures
+        if status is Status.MISMATCH:
+            assert outcome.report.body["failures"] == [
+                {"code": "verdict_hash_mismatch", "pointer": "/reason"}
+            ]
+
     async def test_esito_contradicting_schema(self, evaluator: EvaluatorServer) -> None:
         """Completing a deliverable that fails the schema is evaluator_disagrees."""
         doc = verdict(7, BAD_PIVA, "complete")
