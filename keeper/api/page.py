@@ -20,6 +20,8 @@ _TEMPLATE = Template(resources.files("keeper.api").joinpath("page.html").read_te
 
 
 def _e(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return html.escape("" if value is None else str(value), quote=True)
 
 
