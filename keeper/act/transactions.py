@@ -282,7 +282,11 @@ class Transactions:
             else:
                 self.outcomes.finish(intent, outcome_of(res.verdict), res.reason)
         market = suggest(await self.fee_history(), self.settings.fee_policy)
-        fees = bump(FeeDecision(latest.max_fee, latest.tip), self.settings.max_fee_cap, market)
+        # bump from the highest fees ever signed at this nonce: a replacement the
+        # node refused as underpriced must not be re-signed with the same fees
+        signed = self.store.attempts_at(self.address, latest.nonce)
+        prev = FeeDecision(max(a.max_fee for a in signed), max(a.tip for a in signed))
+        fees = bump(prev, self.settings.max_fee_cap, market)
         if isinstance(fees, CapHit):
             self.outcomes.count_cap(fees)
             summary.fee_cap = True

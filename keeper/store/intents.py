@@ -392,6 +392,15 @@ class IntentStore:
             out.setdefault(a.nonce, []).append(a)
         return out
 
+    def attempts_at(self, signer: str, nonce: int) -> list[Attempt]:
+        """Every attempt ever signed at ``nonce`` (refused ones included), oldest first."""
+        rows = self.conn.execute(
+            "SELECT * FROM keeper_attempts WHERE chain_id = ? AND signer = ? AND nonce = ?"
+            " ORDER BY id",
+            (self.chain_id, signer, nonce),
+        ).fetchall()
+        return [_attempt(r) for r in rows]
+
     def confirmed_since(self, signer: str, block: int) -> list[Attempt]:
         """Confirmed attempts whose receipt block is at or above ``block`` (reorg watch)."""
         rows = self.conn.execute(

@@ -105,6 +105,15 @@ class TestAttempts:
         assert store.confirmed_since(SIGNER, 5)[0].receipt_hash == "0xff"
         assert store.confirmed_since(SIGNER, 6) == []
 
+    def test_attempts_at_lists_refused_ones_too(self, store: IntentStore) -> None:
+        """Every fee ever signed at a nonce stays visible, so a re-bump starts above all of them."""
+        [i] = store.open_decisions([act("1")], 10, "0xaa")
+        first = attempt(store, 2, [i.id], "a1")
+        store.mark_attempt(first, "failed")
+        attempt(store, 2, [i.id], "b2")
+        attempt(store, 3, [i.id], "c3")
+        assert [a.tx_hash[:4] for a in store.attempts_at(SIGNER, 2)] == ["0xa1", "0xb2"]
+
     def test_nonce_floor_ignores_refused_attempts(self, store: IntentStore) -> None:
         """A nonce the node refused outright does not move the floor; used nonces exclude it."""
         assert store.next_nonce_floor(SIGNER) is None
