@@ -5,6 +5,11 @@ rebuilt from events plus ``chain_reads``. uint256 amounts are TEXT (decimal)
 so nothing is ever rounded through a float or overflows SQLite's int64;
 timestamps and deadlines are INTEGER, saturated at 2**63-1 by the store
 (a deadline that far out means "never").
+
+Projection indexes serve the API filters: status (with or without contract)
+through ``*_status``, contract alone through the primary key, parties through
+their own index, and newest-first pages through ``*_order``. Each index costs
+every batch an insert per touched subject, so there is no more than that.
 """
 
 MIGRATIONS: list[str] = [
@@ -82,7 +87,6 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chain_id, contract, job_id)
     );
     CREATE INDEX jobs_status ON jobs (status, contract);
-    CREATE INDEX jobs_contract_status ON jobs (contract, status);
     CREATE INDEX jobs_client ON jobs (client);
     CREATE INDEX jobs_provider ON jobs (provider);
     CREATE INDEX jobs_evaluator ON jobs (evaluator);
@@ -120,7 +124,6 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chain_id, contract, task_id)
     );
     CREATE INDEX tasks_status ON tasks (status, contract);
-    CREATE INDEX tasks_contract_status ON tasks (contract, status);
     CREATE INDEX tasks_requester ON tasks (requester);
     CREATE INDEX tasks_worker ON tasks (worker);
     CREATE INDEX tasks_evaluator ON tasks (evaluator);
