@@ -123,9 +123,7 @@ class Indexer:
     # ---- heads and finality -------------------------------------------------
 
     async def heads(self) -> tuple[BlockHeader, int]:
-        head = await self.rpc.get_block("latest")
-        if head is None:
-            raise RetryableError("node returned no latest block")
+        head = await self.best_head()
         finalized = head.number - self.settings.confirmations
         if self.settings.finality == "tag":
             tagged = await self.rpc.get_block("finalized")
@@ -135,6 +133,24 @@ class Indexer:
         self.state.head = head
         self.state.finalized = finalized
         return head, finalized
+
+    async def best_head(self) -> BlockHeader:
+        """The highest head any endpoint reports, fetched with failover.
+
+        With several endpoints one may lag; following the highest head (and
+        fetching blocks with ``must_exist``, which fails a lagging replica over)
+        keeps the index at the chain's tip instead of the slowest node's.
+        """
+        if len(self.rpc.endpoint_names) > 1:
+            heads = [h for h in (await self.rpc.head_of_each()).values() if h is not None]
+            if heads:
+                best = await self.rpc.get_block(max(heads), must_exist=True)
+                if best is not None:
+                    return best
+        head = await self.rpc.get_block("latest")
+        if head is None:
+            raise RetryableError("node returned no latest block")
+        return head
 
     def start_cursor(self) -> int:
         cursor = self.store.cursor()
@@ -198,7 +214,7 @@ class Indexer:
         async for lo, hi, logs in scan_logs(self.rpc, self.addresses, start, end, self.policy):
             del lo
             numbers = sorted({lg.block_number for lg in logs} | {hi})
-            headers = await self.rpc.get_blocks(numbers)
+            headers = await self.rpc.get_blocks(numbers, must_exist=True)
             by_number = {h.number: h for h in headers if h is not None}
             missing = [n for n in numbers if n not in by_number]
             if missing:
@@ -234,7 +250,7 @@ class Indexer:
         n = indexed + 1
         progressed = False
         while n <= target:
-            fetched = await self.rpc.get_block_and_bloom(n)
+            fetched = await self.rpc.get_block_and_bloom(n, must_exist=True)
             if fetched is None:
                 return progressed  # the node does not have it yet (or lags): next poll
             header, bloom = fetched
@@ -255,7 +271,7 @@ class Indexer:
 
     async def seed_window(self, indexed: int, finalized: int) -> list[BlockHeader]:
         """Anchor an empty window at the cursor block so the next block can be parent-checked."""
-        anchor = await self.rpc.get_block(max(indexed, 0))
+        anchor = await self.rpc.get_block(max(indexed, 0), must_exist=True)
         if anchor is None:
             raise RetryableError(f"node has no block {indexed} to anchor the window")
         if indexed < 0:

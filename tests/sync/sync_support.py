@@ -14,6 +14,7 @@ from keeper.config import Config, load_config
 from keeper.devnet.deploy import Deployment
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import Timing, TrafficGenerator
+from keeper.errors import RetryableError
 from keeper.rpc.client import RpcClient
 from keeper.store.db import connect
 from keeper.store.index_store import IndexStore
@@ -79,11 +80,20 @@ class Harness:
         self.rpc = rpc or build_rpc(cfg, None)
         self.store = IndexStore(self.conn, cfg.chain.chain_id)
         self.indexer = Indexer(self.rpc, self.store, watched(cfg), sync_settings(cfg))
+        self.retries = 0
 
     async def to_head(self, max_steps: int = 10_000) -> int:
-        """Step until the cursor reaches the node's head; returns the cursor."""
+        """Step until the cursor reaches the node's head; returns the cursor.
+
+        Like the daemon's loop, a retryable failure waits for the next poll.
+        """
         for _ in range(max_steps):
-            await self.indexer.step()
+            try:
+                await self.indexer.step()
+            except RetryableError:
+                self.retries += 1
+                await asyncio.sleep(0.05)
+                continue
             head = self.indexer.state.head
             if head is not None and self.indexer.start_cursor() >= head.number:
                 return self.indexer.start_cursor()

@@ -1,0 +1,89 @@
+"""Under injected RPC faults the index still converges to the right state."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from support.rpc_proxy import RpcProxy
+from sync_support import Harness, fresh_index, run_traffic, table_diff, traffic, write_config
+from test_indexer_crash import bulk_events
+
+from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.deploy import Deployment, deploy_all
+
+
+@pytest.fixture
+def deployed(anvil: AnvilProcess) -> Deployment:
+    return deploy_all(anvil.url)
+
+
+def spans(proxy: RpcProxy) -> list[int]:
+    out = []
+    for params in proxy.requests_for("eth_getLogs"):
+        flt = params[0]
+        if "fromBlock" in flt:
+            out.append(int(flt["toBlock"], 16) - int(flt["fromBlock"], 16) + 1)
+    return out
+
+
+async def test_converges_under_429s_timeouts_range_refusals_and_a_lagging_endpoint(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """Faults on one endpoint, lag on the other: same tables as a clean index."""
+    gen = traffic(anvil.url, deployed)
+    await run_traffic(gen, 8)
+    await asyncio.to_thread(bulk_events, anvil.url, deployed, 30, 5)
+    with RpcProxy(anvil.url) as faulty, RpcProxy(anvil.url) as lagging:
+        faulty.rules.max_log_range = 9  # refusals suggest a 9-block range (Alchemy wording)
+        faulty.rules.on("eth_getLogs", rate_limit=6, retry_after=0.05)
+        faulty.rules.on("eth_getBlockByNumber", timeout=2, delay=1.5, garbage=2, null_result=1)
+        faulty.rules.on("eth_call", error=2, error_message="header not found")
+        lagging.rules.lag = 4
+        cfg = write_config(
+            tmp_path, "faulty", [faulty.url, lagging.url], deployed, finality="confirmations",
+            confirmations=0, max_range=64, request_timeout=1.0,
+        )  # fmt: skip
+        h = Harness(cfg)
+        try:
+            await h.to_head()
+            injected = sum(
+                faulty.count(kind)
+                for kind in ("rate_limit", "timeout", "garbage", "null_result", "error", "range")
+            )
+            assert faulty.count("rate_limit", "eth_getLogs") == 6
+            assert faulty.count("range_too_large", "eth_getLogs") >= 1
+            assert faulty.count("timeout") + faulty.count("garbage") >= 3
+            assert h.retries >= 0
+            fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
+            try:
+                assert table_diff(h.dump(), fresh.dump()) == ""
+                assert h.dump() == fresh.dump()
+            finally:
+                await fresh.close()
+        finally:
+            await h.close()
+
+
+async def test_429s_never_shrink_the_log_range(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """Rate limits back the endpoint off; every query still spans the full configured range."""
+    await asyncio.to_thread(bulk_events, anvil.url, deployed, 40, 2)
+    with RpcProxy(anvil.url) as proxy:
+        proxy.rules.on("eth_getLogs", rate_limit=8, retry_after=0.05)
+        cfg = write_config(
+            tmp_path, "limited", [proxy.url], deployed, finality="confirmations",
+            confirmations=0, max_range=10, min_range=1,
+        )  # fmt: skip
+        h = Harness(cfg)
+        try:
+            await h.to_head()
+            assert proxy.count("rate_limit", "eth_getLogs") == 8
+            observed = spans(proxy)
+            assert len(observed) >= 8 + 4
+            assert all(span == 10 for span in observed[:-1]), observed
+            assert h.indexer.policy.size >= 10
+        finally:
+            await h.close()
