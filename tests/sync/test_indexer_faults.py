@@ -48,14 +48,9 @@ async def test_converges_under_429s_timeouts_range_refusals_and_a_lagging_endpoi
         h = Harness(cfg)
         try:
             await h.to_head()
-            injected = sum(
-                faulty.count(kind)
-                for kind in ("rate_limit", "timeout", "garbage", "null_result", "error", "range")
-            )
             assert faulty.count("rate_limit", "eth_getLogs") == 6
             assert faulty.count("range_too_large", "eth_getLogs") >= 1
             assert faulty.count("timeout") + faulty.count("garbage") >= 3
-            assert h.retries >= 0
             fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
             try:
                 assert table_diff(h.dump(), fresh.dump()) == ""
