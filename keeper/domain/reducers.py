@@ -7,10 +7,11 @@ out). That is what lets the store rebuild any subject, or all of them, after
 a reorg or an upgrade and get byte-identical tables.
 
 A read recorded as failed (result key ``error``, e.g. a reverted call) is
-ignored. A read is used only when it was taken at the block of one of the subject's
-own events (the description, which never changes, may come from any earlier
-read of the same job). A read can therefore only change a projection together with an
-event of that subject, and incremental and full rebuilds agree.
+ignored. A read is used only when it was taken at the block of one of the
+subject's own events (the description, which never changes, may come from any
+earlier read of the same job). A read can therefore only change a projection
+together with an event of that subject, and incremental and full rebuilds
+agree.
 
 Events are trusted over expectations: a status follows the last event, even
 if a contract skipped a state we think it should have passed through.
