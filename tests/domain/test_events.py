@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from eth_abi import encode
+from eth_abi.abi import encode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from web3 import Web3

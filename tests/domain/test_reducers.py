@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from eth_abi import encode
+from eth_abi.abi import encode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from eth_abi import encode
+from eth_abi.abi import encode
 from eth_utils.crypto import keccak
 
 from keeper.domain.events import decode_logs, spec_for

@@ -67,10 +67,10 @@ class TestApply:
             assert (row["budget"], row["token"]) == (str(want.budget), want.token)
             assert (row["description"], row["legacy"]) == (want.description, int(want.legacy))
         for (contract, subject), row in tasks.items():
-            want = reduce_task(contract, subject, events, reads)
+            task = reduce_task(contract, subject, events, reads)
             assert (row["status"], row["evaluation_deadline"]) == (
-                want.status.label,
-                want.evaluation_deadline,
+                task.status.label,
+                task.evaluation_deadline,
             )
         legacy_tokens = {
             r["token"] for r in jobs.values() if r["contract"] == LEGACY_JOBS and r["budget"] != "0"
