@@ -6,10 +6,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP_STAMP := $(VENV)/.stamp-install
 NPM_STAMP := node_modules/.stamp-install
+# Debian packages the tests drive for real: a Prometheus server (scrape and rule tests)
+# and headless Chromium (status page)
+DEBIAN_PACKAGES := prometheus chromium
 
-.PHONY: demo test lint fmt bench reliability contracts deps clean
+.PHONY: demo test lint fmt bench reliability contracts deps deps-debian clean
 
 deps: $(PIP_STAMP) $(NPM_STAMP)
+
+deps-debian:
+	scripts/ensure-debian-packages $(DEBIAN_PACKAGES)
 
 $(PIP_STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +30,7 @@ $(NPM_STAMP): package.json package-lock.json
 demo: deps
 	$(VENV)/bin/keeper devnet
 
-test: deps
+test: deps deps-debian
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: deps
