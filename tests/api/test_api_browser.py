@@ -1,7 +1,8 @@
 """The status page in headless Chromium: it renders live data and the job lookup works.
 
 Skipped where no Chromium is installed (Debian: ``apt-get install chromium``).
-The screenshot is written to ``$KEEPER_TEST_ARTIFACTS`` (default: pytest's temp dir).
+The screenshot is written to ``$KEEPER_TEST_ARTIFACTS`` (default: ``test-artifacts/``
+at the repository root, which git ignores).
 """
 
 from __future__ import annotations
@@ -36,16 +37,17 @@ async def page(tmp_path: Path) -> AsyncIterator[Page]:
         yield tab
 
 
-def artifacts_dir(tmp_path: Path) -> Path:
-    path = Path(os.environ.get("KEEPER_TEST_ARTIFACTS", tmp_path))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def artifacts_dir() -> Path:
+    path = Path(os.environ.get("KEEPER_TEST_ARTIFACTS", REPO_ROOT / "test-artifacts"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 class TestStatusPageInBrowser:
-    async def test_page_renders_live_data(
-        self, page: Page, base_url: str, world: World, tmp_path: Path
-    ) -> None:
+    async def test_page_renders_live_data(self, page: Page, base_url: str, world: World) -> None:
         """Chromium renders every section with the database's numbers; a screenshot is kept."""
         await page.goto(f"{base_url}/")
         headings: list[str] = await page.evaluate(
@@ -58,7 +60,7 @@ class TestStatusPageInBrowser:
         holding = sum(1 for s in world.jobs.values() if s in ("funded", "submitted"))
         assert str(BUDGET * holding) in text
         assert world.head is not None and str(world.head.number) in text
-        shot = artifacts_dir(tmp_path) / "status-page.png"
+        shot = artifacts_dir() / "status-page.png"
         await page.screenshot(shot)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert shot.stat().st_size > 10_000  # a real rendering, not a blank frame
