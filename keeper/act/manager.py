@@ -251,7 +251,7 @@ class Keeper:
 
     def _group(self, actions: list[Action]) -> list[list[Action]]:
         """Batches of batchable actions (when Multicall3 is configured), singles otherwise."""
-        size = self.settings.batch_size if self.settings.multicall else 1
+        size = self.settings.batch_size if self.tx.multicall else 1
         batchable = [a for a in actions if a.action in BATCHABLE]
         singles = [[a] for a in actions if a.action not in BATCHABLE]
         return [batchable[i : i + size] for i in range(0, len(batchable), size)] + singles

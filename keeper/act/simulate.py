@@ -19,9 +19,10 @@ from keeper.act.calls import (
 )
 from keeper.act.chain import ChainRpc, revert_data
 from keeper.domain.planner import Action, ActionKind
+from keeper.errors import FatalError
 from keeper.rpc.errors import ExecutionRevertedError
 
-__all__ = ["BATCHABLE", "SimResult", "simulate"]
+__all__ = ["BATCHABLE", "MulticallUnavailable", "SimResult", "simulate"]
 
 # Actions anyone may call: the same through Multicall3 as from our key. A
 # permissioned one (evaluatorTimeout on requester-only contracts) must come
@@ -29,6 +30,13 @@ __all__ = ["BATCHABLE", "SimResult", "simulate"]
 BATCHABLE = frozenset(
     {ActionKind.CLAIM_REFUND, ActionKind.FINALIZE_VERDICT, ActionKind.REFUND_EXPIRED}
 )
+
+
+class MulticallUnavailable(FatalError):
+    """The configured Multicall3 address does not answer like Multicall3 (no code there).
+
+    Fatal for batching only: a batch sent there would "succeed" doing nothing.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +70,14 @@ async def _batch(
         # itself is broken (no Multicall3 there, out of gas). Fall back to singles.
         del exc
         return [await _single(rpc, a, block) for a in actions]
-    results = decode_aggregate3(raw)
+    try:
+        results = decode_aggregate3(raw)
+    except Exception:  # empty or foreign return data: nothing like Multicall3 is there
+        raise MulticallUnavailable(f"no Multicall3 answering at {multicall}") from None
     if len(results) != len(actions):
-        raise ValueError("aggregate3 returned a different number of results")
+        raise MulticallUnavailable(
+            f"{multicall} returned {len(results)} results for {len(actions)}"
+        )
     out: list[SimResult] = []
     for action, res in zip(actions, results, strict=True):
         if res.success:

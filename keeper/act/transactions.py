@@ -32,7 +32,7 @@ from keeper.act.settings import (
     TickSummary,
 )
 from keeper.act.signer import Signer
-from keeper.act.simulate import SimResult, simulate
+from keeper.act.simulate import MulticallUnavailable, SimResult, simulate
 from keeper.domain.fees import CapHit, FeeDecision, bump, suggest
 from keeper.domain.model import BlockHeader, Protocol
 from keeper.domain.nonces import NonceBook, find_gaps
@@ -82,6 +82,8 @@ class Transactions:
         self.outcomes = outcomes
         self.metrics = metrics
         self.address = signer.address if signer else "0x" + "00" * 20
+        # switched off for good if the address turns out not to be Multicall3
+        self.multicall = settings.multicall
         self._book = NonceBook()
         self._gaps: list[int] = []
 
@@ -313,13 +315,21 @@ class Transactions:
             self.store.set_outcome(ids, None, status="open", detail="no live transaction")
 
     async def simulate(self, actions: Sequence[Action], block: int | str) -> list[SimResult]:
-        return await simulate(
-            self.rpc,
-            actions,
-            block,
-            multicall=self.settings.multicall,
-            batch_size=self.settings.batch_size,
-        )
+        """The simulation gate; a Multicall3 that is not there turns batching off, loudly."""
+        try:
+            return await simulate(
+                self.rpc,
+                actions,
+                block,
+                multicall=self.multicall,
+                batch_size=self.settings.batch_size,
+            )
+        except MulticallUnavailable as exc:
+            log.error("keeper_multicall_unavailable", error=str(exc))
+            self.multicall = None
+            return await simulate(
+                self.rpc, actions, block, multicall=None, batch_size=self.settings.batch_size
+            )
 
     async def fee_history(self) -> Mapping[str, Any]:
         return await self.rpc.fee_history(FEE_HISTORY_BLOCKS, "latest", [TIP_PERCENTILE])
@@ -327,9 +337,9 @@ class Transactions:
     def _payload(self, actions: Sequence[Action]) -> tuple[str, bytes, Literal["call", "batch"]]:
         if len(actions) == 1:
             return actions[0].contract, encode_action(actions[0]), "call"
-        assert self.settings.multicall is not None
+        assert self.multicall is not None
         calls = [(a.contract, encode_action(a)) for a in actions]
-        return self.settings.multicall, encode_aggregate3(calls), "batch"
+        return self.multicall, encode_aggregate3(calls), "batch"
 
     async def _estimate(self, to: str, data: bytes) -> int:
         gas = await self.rpc.estimate_gas(

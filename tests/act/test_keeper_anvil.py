@@ -124,6 +124,19 @@ class TestBatching:
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 2
 
+    async def test_missing_multicall_falls_back_to_single_calls(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A Multicall3 address without code is detected in simulation; calls go out alone."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(3, expiry)
+        keeper = make_keeper(multicall=escrows.d.treasury)  # an account, not a contract
+        escrows.control.mine_at(expiry)
+        summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert summary.sent == 3 and keeper.tx.multicall is None
+        assert {a.kind for a in keeper.store.all_attempts()} == {"call"}
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
     async def test_subject_failing_inside_batch_is_preempted(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
