@@ -238,6 +238,7 @@ class Daemon:
         if not self.cfg.api.enabled:
             return
         from keeper.api.app import make_app
+        from keeper.api.submit import submission_handler
 
         app = make_app(
             self.cfg.database.path,
@@ -247,6 +248,7 @@ class Daemon:
             contracts={c.name: c.address for c in self.cfg.contracts},
             protocols={c.address: EscrowProtocol(c.protocol) for c in self.cfg.contracts},
             chain_id=self.cfg.chain.chain_id,
+            submit_verdict=submission_handler(self.cfg.database.path, self.cfg.chain.chain_id),
         )
         host, _, port = self.cfg.api.listen.rpartition(":")
         self.runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -550,6 +552,7 @@ async def run_devnet_command(args: argparse.Namespace) -> int:
         rpc_url=args.rpc,
         workdir=workdir,
         with_daemon=None if args.no_daemon else daemon,
+        api_listen=_available_listen(args.api_listen),
     )
     try:
         if args.duration:
@@ -560,3 +563,23 @@ async def run_devnet_command(args: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         pass
     return 0
+
+
+def _available_listen(listen: str) -> str:
+    """``listen`` if its port is free, else the same host on a free port (logged).
+
+    The demo must start on a machine where something already holds the
+    default port; a production ``keeper run`` keeps failing loudly instead.
+    """
+    import socket
+
+    host, _, port = listen.rpartition(":")
+    with socket.socket() as s:
+        try:
+            s.bind((host, int(port)))
+            return listen
+        except OSError:
+            s.bind((host, 0))
+            chosen = f"{host}:{s.getsockname()[1]}"
+    log.warning("api_port_busy", wanted=listen, using=chosen)
+    return chosen

@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", default=".devnet", help="where the config and database go")
     p.add_argument("--no-daemon", action="store_true", help="only the chain and its traffic")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument(
+        "--api-listen",
+        default="127.0.0.1:9464",
+        metavar="HOST:PORT",
+        help="where the daemon serves its API (a free port is taken if this one is busy)",
+    )
     return parser
 
 
