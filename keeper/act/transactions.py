@@ -204,19 +204,23 @@ class Transactions:
         self.store.mark_attempt(hit.id, "confirmed", receipt=where.as_tuple())
         if hit.kind == "cancel":
             return
-        carried = [
-            i
-            for i in self.store.intents(self.store.attempt_intent_ids(hit.id))
-            if i.outcome != "not_permitted"
-        ]
+        linked = self.store.intents(self.store.attempt_intent_ids(hit.id))
+        carried = [i for i in linked if i.status == "inflight"]
         if where.status != 1:
             self.outcomes.finish_many(carried, "reverted", "transaction reverted on chain")
             return
-        moved = [
-            i
-            for i in carried
-            if hit.kind == "call" or moved_subject(receipt, i.contract, i.subject)
-        ]
+        # An older attempt may be the one mined, after a replacement had dropped
+        # subjects as preempted: its logs say what it really did, so those count too.
+        moved = (
+            carried
+            if hit.kind == "call"
+            else [
+                i
+                for i in linked
+                if i.outcome not in ("confirmed", "not_permitted")
+                and moved_subject(receipt, i.contract, i.subject)
+            ]
+        )
         self.store.set_outcome(
             [i.id for i in moved],
             "confirmed",
