@@ -1,0 +1,1 @@
+"""Benchmarks of the daemon (``make bench``): backfill, realtime, keeper, API, memory."""
