@@ -125,12 +125,24 @@ class Transactions:
             self.metrics.pending_txs.set(len(self.store.open_nonces(self.address)))
 
     async def _watch_reorgs(self, head: BlockHeader) -> None:
-        """A confirmed transaction whose block left the chain is in flight again."""
+        """A confirmed transaction whose block left the chain is in flight again.
+
+        One header per distinct block is enough while its hash still matches;
+        only transactions in a replaced block are looked up one by one.
+        """
         since = head.number - self.settings.reorg_watch_blocks
+        canonical: dict[int, str | None] = {}
         for attempt in self.store.confirmed_since(self.address, since):
+            number = attempt.receipt_block
+            assert number is not None  # confirmed attempts always carry their receipt
+            if number not in canonical:
+                block = await self.rpc.get_block(number)
+                canonical[number] = block.hash if block is not None else None
+            if canonical[number] == attempt.receipt_hash:
+                continue
             receipt = await self.rpc.get_transaction_receipt(attempt.tx_hash)
             if receipt is not None and landed(receipt).block_hash == attempt.receipt_hash:
-                continue
+                continue  # a lagging node served an old header: the receipt is still there
             log.warning("keeper_confirmed_tx_reorged", tx_hash=attempt.tx_hash)
             confirmed_by_it = [
                 i.id
