@@ -135,6 +135,8 @@ class Transactions:
         for attempt in self.store.confirmed_since(self.address, since):
             number = attempt.receipt_block
             assert number is not None  # confirmed attempts always carry their receipt
+            if number > head.number:
+                continue  # this head is behind the receipt (lagging node): judge on a later one
             if number not in canonical:
                 block = await self.rpc.get_block(number)
                 canonical[number] = block.hash if block is not None else None
