@@ -17,9 +17,10 @@ deps: $(PIP_STAMP) $(NPM_STAMP)
 deps-debian:
 	scripts/ensure-debian-packages $(DEBIAN_PACKAGES)
 
-$(PIP_STAMP): pyproject.toml requirements.lock
+# requirements-dev.lock is requirements.lock (what the container installs) plus the dev tools
+$(PIP_STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.lock
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
