@@ -24,13 +24,13 @@ from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy
 from keeper.domain.reads import ReadRequest, reads_for
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
+from keeper.domain.views import decode_view, encode_view
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.rpc.client import RpcClient, block_param
 from keeper.rpc.errors import ExecutionRevertedError, RpcError
 from keeper.rpc.scan import scan_logs
 from keeper.rpc.validate import bloom_may_contain, data
 from keeper.store.index_store import ApplyResult, Batch, IndexStore
-from keeper.sync.views import decode_view, encode_view
 
 log = structlog.get_logger("keeper.sync")
 

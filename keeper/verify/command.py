@@ -26,12 +26,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import aiohttp
-from eth_utils.crypto import keccak
-from web3 import AsyncHTTPProvider, AsyncWeb3
-from web3.exceptions import Web3Exception
 
 from keeper.config import load_config
-from keeper.errors import ConfigError
+from keeper.domain.events import spec_for
+from keeper.domain.model import Log
+from keeper.domain.ranges import RangePolicy
+from keeper.domain.views import decode_view, encode_view
+from keeper.errors import ConfigError, KeeperError
+from keeper.rpc.client import RpcClient
+from keeper.rpc.config import EndpointConfig
+from keeper.rpc.scan import scan_logs
 from keeper.store import verifications as store
 from keeper.store.db import connect
 from keeper.verify.checks import CheckConfig, VerdictFacts
@@ -51,129 +55,76 @@ EXIT_USAGE = 2
 EXIT_UNDETERMINED = 3
 
 
-def _topic(signature: str) -> str:
-    return "0x" + bytes(keccak(text=signature)).hex()
-
-
-JOB_COMPLETED = _topic("JobCompleted(uint256,address,bytes32)")
-JOB_REJECTED = _topic("JobRejected(uint256,address,bytes32)")
-JOB_SUBMITTED = _topic("JobSubmitted(uint256,address,bytes32)")
+JOB_COMPLETED = spec_for("JobCompleted").topic0
+JOB_REJECTED = spec_for("JobRejected").topic0
+JOB_SUBMITTED = spec_for("JobSubmitted").topic0
 _EVENT_NAMES = {JOB_COMPLETED: "JobCompleted", JOB_REJECTED: "JobRejected"}
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-
-_ABI_FILE = Path(__file__).resolve().parents[2] / "abi" / "AgenticCommerce.json"
-# getJob as in PROTOCOLS.md, for installs without the project's abi/ directory.
-_JOB_COMPONENTS = [
-    ("id", "uint256"),
-    ("client", "address"),
-    ("provider", "address"),
-    ("evaluator", "address"),
-    ("description", "string"),
-    ("budget", "uint256"),
-    ("expiredAt", "uint256"),
-    ("status", "uint8"),
-    ("hook", "address"),
-    ("paymentToken", "address"),
-    ("providerAgentId", "uint256"),
-    ("submittedAt", "uint256"),
-]
-_INLINE_GET_JOB: dict[str, Any] = {
-    "type": "function",
-    "name": "getJob",
-    "stateMutability": "view",
-    "inputs": [{"name": "jobId", "type": "uint256"}],
-    "outputs": [
-        {
-            "name": "",
-            "type": "tuple",
-            "components": [{"name": n, "type": t} for n, t in _JOB_COMPONENTS],
-        }
-    ],
-}
 
 
 class VerdictNotFound(Exception):
     """The contract has no JobCompleted/JobRejected event for this job (yet)."""
 
 
-def get_job_abi() -> list[dict[str, Any]]:
-    """The getJob entry of the project's ABI file, else the inline one."""
-    try:
-        entries = json.loads(_ABI_FILE.read_text())
-        if isinstance(entries, dict):
-            entries = entries.get("abi", [])
-        found = [e for e in entries if e.get("type") == "function" and e.get("name") == "getJob"]
-        if found:
-            return found[:1]
-    except (OSError, ValueError):
-        pass
-    return [_INLINE_GET_JOB]
+async def _logs(
+    rpc: RpcClient, contract: str, from_block: int, to_block: int, topics: list[Any]
+) -> list[Log]:
+    """Every matching log in the range, with the adaptive range public endpoints need."""
+    found: list[Log] = []
+    policy = RangePolicy(size=10_000, minimum=1, maximum=100_000)
+    async for _, _, chunk in scan_logs(
+        rpc, [contract], from_block, to_block, policy, topics=topics
+    ):
+        found.extend(chunk)
+    return found
 
 
 async def read_verdict(
-    w3: AsyncWeb3[Any], contract: str, job_id: int, chain_id: int, from_block: int = 0
+    rpc: RpcClient, contract: str, job_id: int, chain_id: int, from_block: int = 0
 ) -> Verdict:
     """The chain's side of a verdict: the event, the last submission before it, and getJob."""
-    address = AsyncWeb3.to_checksum_address(contract)
+    contract = contract.lower()
     job_topic = "0x" + f"{job_id:064x}"
-    logs = await w3.eth.get_logs(
-        {
-            "address": address,
-            "fromBlock": from_block,
-            "toBlock": "latest",
-            "topics": [[JOB_COMPLETED, JOB_REJECTED], job_topic],
-        }
-    )
+    head = await rpc.block_number()
+    logs = await _logs(rpc, contract, from_block, head, [[JOB_COMPLETED, JOB_REJECTED], job_topic])
     if not logs:
         raise VerdictNotFound(f"no JobCompleted/JobRejected event for job {job_id}")
     event = logs[-1]
-    block_number = int(event["blockNumber"])
-    submissions = await w3.eth.get_logs(
-        {
-            "address": address,
-            "fromBlock": from_block,
-            "toBlock": block_number,
-            "topics": [JOB_SUBMITTED, job_topic],
-        }
+    submissions = await _logs(
+        rpc, contract, from_block, event.block_number, [JOB_SUBMITTED, job_topic]
     )
     before = [
         s
         for s in submissions
-        if (int(s["blockNumber"]), int(s["logIndex"])) < (block_number, int(event["logIndex"]))
+        if (s.block_number, s.log_index) < (event.block_number, event.log_index)
     ]
-    deliverable = "0x" + bytes(before[-1]["data"])[:32].hex() if before else None
-    job = await _get_job(w3, address, job_id, block_number)
-    reason = "0x" + bytes(event["data"])[:32].hex()
+    deliverable = "0x" + before[-1].data[:32].hex() if before else None
+    job = decode_view(
+        "getJob", await rpc.call(contract, encode_view("getJob", str(job_id)), event.block_number)
+    )
+    reason = "0x" + event.data[:32].hex()
     facts = VerdictFacts(
         job_id=job_id,
-        event_name=_EVENT_NAMES["0x" + bytes(event["topics"][0]).hex()],
+        event_name=_EVENT_NAMES[event.topics[0]],
         reason=reason,
         deliverable=deliverable,
-        evaluator=str(job["evaluator"]).lower(),
+        evaluator=str(job["evaluator"]),
         description=str(job["description"]),
     )
     chain = ChainRef(
         chain_id=chain_id,
-        contract=contract.lower(),
+        contract=contract,
         job_id=job_id,
         event=facts.event_name,
-        tx_hash="0x" + bytes(event["transactionHash"]).hex(),
-        block_hash="0x" + bytes(event["blockHash"]).hex(),
-        block_number=block_number,
-        log_index=int(event["logIndex"]),
+        tx_hash=event.tx_hash,
+        block_hash=event.block_hash,
+        block_number=event.block_number,
+        log_index=event.log_index,
         reason=reason,
         deliverable=deliverable,
         evaluator=facts.evaluator,
     )
     return Verdict(chain, facts)
-
-
-async def _get_job(w3: AsyncWeb3[Any], address: Any, job_id: int, block: int) -> dict[str, Any]:
-    abi = get_job_abi()
-    fn = w3.eth.contract(address=address, abi=abi).functions.getJob(job_id)
-    result = await fn.call(block_identifier=block)
-    names = [c["name"] for c in abi[0]["outputs"][0]["components"]]
-    return dict(zip(names, result, strict=True))
 
 
 async def verify_standalone(
@@ -202,14 +153,11 @@ async def standalone_outcome(
     from_block: int = 0,
 ) -> Outcome:
     """``verify_standalone`` with the failure details the command prints."""
-    w3 = AsyncWeb3(AsyncHTTPProvider(rpc_url))
-    try:
-        node_chain = int(await w3.eth.chain_id)
+    async with RpcClient([EndpointConfig.from_url(rpc_url, name="rpc0")]) as rpc:
+        node_chain = await rpc.chain_id()
         if chain_id is not None and node_chain != chain_id:
             raise ConfigError(f"the RPC endpoint serves chain {node_chain}, not {chain_id}")
-        verdict = await read_verdict(w3, contract, job_id, node_chain, from_block)
-    finally:
-        await w3.provider.disconnect()
+        verdict = await read_verdict(rpc, contract, job_id, node_chain, from_block)
     return await verify_verdict(verdict, verifier)
 
 
@@ -270,8 +218,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except VerdictNotFound as exc:
         print(f"undetermined: {exc}", file=sys.stderr)
         return EXIT_UNDETERMINED
-    except (TimeoutError, OSError, ValueError, aiohttp.ClientError, Web3Exception) as exc:
-        # web3 and aiohttp messages may quote the endpoint URL; name the kind of failure only
+    except (TimeoutError, OSError, ValueError, aiohttp.ClientError, KeeperError) as exc:
+        # transport messages may quote the endpoint URL; name the kind of failure only
         print(f"undetermined: cannot read the chain ({type(exc).__name__})", file=sys.stderr)
         return EXIT_UNDETERMINED
     finally:

@@ -15,6 +15,8 @@ from verify_helpers import COMPLETE, DESCRIPTION, FIXTURES, TOO_FEW, body, verdi
 from web3 import HTTPProvider, Web3
 
 from keeper.devnet.anvil import AnvilProcess
+from keeper.rpc.client import RpcClient
+from keeper.rpc.config import EndpointConfig
 from keeper.store.db import connect
 from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
@@ -152,14 +154,11 @@ class TestStandalone:
 
     async def test_reads_the_chain_facts(self, commerce: Commerce) -> None:
         """The verdict's facts come from the event, the last JobSubmitted and getJob."""
-        from web3 import AsyncHTTPProvider, AsyncWeb3
-
         next_id = int(commerce.contract.functions.jobCounter().call()) + 1
         doc = verdict(next_id, COMPLETE, "complete")
         job_id = commerce.job(DESCRIPTION, COMPLETE, doc)
-        w3 = AsyncWeb3(AsyncHTTPProvider(commerce.url))
-        item = await read_verdict(w3, commerce.address, job_id, 31337)
-        await w3.provider.disconnect()
+        async with RpcClient([EndpointConfig.from_url(commerce.url)]) as rpc:
+            item = await read_verdict(rpc, commerce.address, job_id, 31337)
         assert item.facts.reason == digest(doc)
         assert item.facts.deliverable == keccak_hex(COMPLETE)
         assert item.facts.description == DESCRIPTION
@@ -265,12 +264,9 @@ class TestCommand:
 
     async def test_history(self, commerce: Commerce, setup: Setup) -> None:
         """--history prints a stored chain of revisions and exits 1 once a report is edited."""
-        from web3 import AsyncHTTPProvider, AsyncWeb3
-
         job_id = self._job(commerce, setup, COMPLETE, "complete", [], publish=False)
-        w3 = AsyncWeb3(AsyncHTTPProvider(commerce.url))
-        item = await read_verdict(w3, commerce.address, job_id, 31337)
-        await w3.provider.disconnect()
+        async with RpcClient([EndpointConfig.from_url(commerce.url)]) as rpc:
+            item = await read_verdict(rpc, commerce.address, job_id, 31337)
         conn = connect(setup.db)
         migrate(conn)
         verifier = Verifier(
