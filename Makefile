@@ -46,6 +46,13 @@ fmt: deps
 contracts: deps
 	$(PY) scripts/build-contracts
 
+# Benchmarks (bench/README.md): quick sizes by default (under 15 min on 2 cores);
+# `make bench BENCH_ARGS=` runs the full sizes (1,000,000-event backfill)
+BENCH_ARGS ?= --quick
+bench: deps
+	scripts/ensure-debian-packages wrk
+	PYTHONPATH=. $(PY) -m bench $(BENCH_ARGS)
+
 reliability: deps
 	$(PY) -m pytest -q -m "reliability" tests/reliability
 

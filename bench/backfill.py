@@ -58,8 +58,8 @@ async def ceiling(url: str, address: str, first: int, last: int, span: int) -> t
     async with aiohttp.ClientSession() as session:
         for lo in range(first, last + 1, span):
             hi = min(last, lo + span - 1)
-            body = {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs",
-                    "params": [{"address": [address], "fromBlock": hex(lo), "toBlock": hex(hi)}]}  # fmt: skip
+            flt = {"address": [address], "fromBlock": hex(lo), "toBlock": hex(hi)}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [flt]}
             async with session.post(url, json=body) as resp:
                 raw = await resp.read()
             count += len(json.loads(raw)["result"])

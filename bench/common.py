@@ -8,6 +8,7 @@ noise, a fixed number does not.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -132,7 +133,9 @@ def table(results: list[Result]) -> str:
             ratio = "" if f.ratio is None else f"{f.ratio:.2f}"
             ok = {True: "yes", False: "NO", None: ""}[f.met]
             name = f"{res.bench}: {f.name}"
-            lines.append(f"{name:<52} {_num(f.value) + ' ' + f.unit:>14} {tgt:>14} {ratio:>7}  {ok}")
+            lines.append(
+                f"{name:<52} {_num(f.value) + ' ' + f.unit:>14} {tgt:>14} {ratio:>7}  {ok}"
+            )
     return "\n".join(lines)
 
 
@@ -170,7 +173,9 @@ class Sender:
         }
         signed = Account.sign_transaction(tx, self.key)
         self.nonce += 1
-        return str(rpc_call(self.url, "eth_sendRawTransaction", ["0x" + signed.raw_transaction.hex()]))
+        return str(
+            rpc_call(self.url, "eth_sendRawTransaction", ["0x" + signed.raw_transaction.hex()])
+        )
 
 
 def wait_receipts(url: str, hashes: list[str], timeout: float = 60.0) -> list[dict[str, Any]]:
@@ -204,6 +209,7 @@ def write_config(
     api_port: int | None = None,
     poll_interval: float = 2.0,
     max_range: int = 2000,
+    confirmations: int = 0,
     extra: str = "",
 ) -> Path:
     """A daemon config over ``contracts`` (name, protocol, address), everything final at once."""
@@ -219,7 +225,8 @@ def write_config(
     )
     text = (
         f"[chain]\nchain_id = {deployment.chain_id}\nrpc_urls = {json.dumps([rpc_url])}\n"
-        f'finality = "confirmations"\nconfirmations = 0\npoll_interval = {poll_interval}\n'
+        f'finality = "confirmations"\nconfirmations = {confirmations}\n'
+        f"poll_interval = {poll_interval}\n"
         f"requests_per_second = {BENCH_RPS}\nmax_range = {max_range}\n\n"
         f"[database]\npath = {json.dumps(str(workdir / (name + '.db')))}\n\n"
         f'{api}\n[log]\nformat = "json"\nlevel = "warning"\n\n{extra}\n{blocks}'
@@ -286,7 +293,7 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    k = max(0, min(len(ordered) - 1, int(round(p / 100 * len(ordered) + 0.5)) - 1))
+    k = max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))
     return ordered[k]
 
 

@@ -38,8 +38,9 @@ class Workload:
         return self.last_block - self.first_block + 1
 
 
-def job_flows(url: str, emitter: str, events: int, *, jobs_per_block: int = 250,
-              first_id: int = 1) -> Workload:
+def job_flows(
+    url: str, emitter: str, events: int, *, jobs_per_block: int = 250, first_id: int = 1
+) -> Workload:
     """Emit ``events`` (rounded up to whole jobs) in blocks of ``jobs_per_block`` jobs."""
     jobs = -(-events // EVENTS_PER_JOB)
     sender = Sender(url)

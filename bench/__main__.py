@@ -1,0 +1,83 @@
+"""``python -m bench [--quick] [--only NAME ...]``: run the benchmarks, print one table.
+
+Each benchmark starts its own anvil and generates its own workload; results
+go to ``bench/results/<name>.json`` (with the machine they were taken on).
+``--quick`` uses the smaller sizes ``make bench`` runs; the default (full)
+sizes include the 1,000,000-event backfill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.common import Result, machine, table, write_result
+from keeper.obs.logging import configure_logging
+
+
+@dataclass(frozen=True)
+class Sizes:
+    backfill_events: int
+    naive_events: int
+    steady_seconds: float
+    latency_fast: int
+    latency_slow: int
+    rpc_steady_seconds: float
+    keeper_jobs: int
+    api_events: int
+    api_seconds: float
+
+
+QUICK = Sizes(200_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10)
+FULL = Sizes(1_000_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30)
+
+
+def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
+    from bench.api import bench_api
+    from bench.backfill import bench_backfill
+    from bench.keeper import bench_keeper
+    from bench.realtime import bench_realtime
+
+    return {
+        "backfill": lambda: list(bench_backfill(s.backfill_events, naive_events=s.naive_events,
+                                                steady_seconds=s.steady_seconds, mode=mode)),
+        "realtime": lambda: [bench_realtime(s.latency_fast, s.latency_slow,
+                                            s.rpc_steady_seconds, mode)],
+        "keeper": lambda: [bench_keeper(s.keeper_jobs, mode)],
+        "api": lambda: [bench_api(s.api_events, s.api_seconds, mode)],
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (make bench)")
+    parser.add_argument("--only", nargs="*", choices=["backfill", "realtime", "keeper", "api"],
+                        help="run only these (memory comes with backfill)")  # fmt: skip
+    args = parser.parse_args(argv)
+    configure_logging("console", "warning", stream=sys.stderr)
+    mode = "quick" if args.quick else "full"
+    todo = benches(QUICK if args.quick else FULL, mode)
+    m = machine()
+    print(f"machine: {m['nproc']} cores, {m['cpu']}, {m['memory_mb']} MB; mode {mode}", flush=True)
+    results: list[Result] = []
+    for name, run in todo.items():
+        if args.only and name not in args.only:
+            continue
+        start = time.monotonic()
+        print(f"[{name}] running ...", flush=True)
+        for res in run():
+            res.details["bench_seconds"] = round(time.monotonic() - start, 1)
+            path = write_result(res)
+            results.append(res)
+            print(f"[{name}] {res.bench}: done in {time.monotonic() - start:.0f} s -> {path}",
+                  flush=True)  # fmt: skip
+    print()
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
