@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +43,7 @@ def load_generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("grafana_generate", GENERATOR)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while building
     spec.loader.exec_module(module)
     return module
 
