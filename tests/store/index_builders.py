@@ -87,6 +87,9 @@ class Synth:
     seed: int = 1
     events_per_block: int = 6
     fork: str = ""
+    # None: follow-up events hit any subject ever created (worst case for
+    # rebuilds); N: only the N most recent, like real jobs that live briefly
+    locality: int | None = None
     rng: random.Random = field(init=False)
     next_job: int = 1
     next_task: int = 1
@@ -94,6 +97,10 @@ class Synth:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(f"{self.seed}:{self.fork}")
+
+    def _low(self, upper: int) -> int:
+        """Lowest id a follow-up event may pick: any, or only the `locality` most recent."""
+        return 1 if self.locality is None else max(1, upper - self.locality)
 
     def switch_fork(self, name: str) -> None:
         """From now on build a different branch: new hashes and different events."""
@@ -148,7 +155,7 @@ class Synth:
                 if legacy:
                     return encode_log(contract, "JobCreated", "legacy", values, b, i)
                 return encode_log(contract, "JobCreated", "current", values | {"hook": a[4]}, b, i)
-            job = r.randrange(1, self.next_job)
+            job = r.randrange(self._low(self.next_job), self.next_job)
             contract = self.job_contract[job]
             legacy = contract == LEGACY_JOBS
             name = r.choice(
@@ -206,7 +213,7 @@ class Synth:
                 b,
                 i,
             )
-        task = "0x" + f"{r.randrange(1, self.next_task):064x}"
+        task = "0x" + f"{r.randrange(self._low(self.next_task), self.next_task):064x}"
         name = r.choice(
             [
                 "EvaluatorAssigned",
