@@ -68,13 +68,15 @@ def encode_action(action: Action) -> bytes:
     return selector(_ACTION_SIGNATURES[action.action]) + subject_word(action.subject)
 
 
-def encode_aggregate3(calls: Sequence[tuple[str, bytes]]) -> bytes:
-    """Multicall3 ``aggregate3`` with ``allowFailure`` on every call.
+def encode_aggregate3(calls: Sequence[tuple[str, bytes]], *, allow_failure: bool = True) -> bytes:
+    """Multicall3 ``aggregate3``, by default with ``allowFailure`` on every call.
 
-    One failing subject (preempted by another keeper between simulation and
-    inclusion) must not undo the others in the batch.
+    Sent with ``allowFailure``: one subject preempted by another keeper
+    between simulation and inclusion must not undo the others. Estimated
+    without it: with ``allowFailure`` a gas estimate is satisfied by a limit at
+    which the inner calls run out of gas and fail quietly.
     """
-    items = [(target, True, data) for target, data in calls]
+    items = [(target, allow_failure, data) for target, data in calls]
     return _AGGREGATE3 + encode(["(address,bool,bytes)[]"], [items])
 
 

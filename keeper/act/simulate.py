@@ -99,7 +99,7 @@ async def simulate(
     """One result per action, in the input order."""
     results: dict[int, SimResult] = {}
     batchable = [i for i, a in enumerate(actions) if a.action in BATCHABLE]
-    if multicall and len(batchable) > 1:
+    if multicall and batchable:  # alone too: it is how they will be sent
         for start in range(0, len(batchable), batch_size):
             idx = batchable[start : start + batch_size]
             chunk = await _batch(rpc, [actions[i] for i in idx], block, multicall)

@@ -32,7 +32,7 @@ from keeper.act.settings import (
     TickSummary,
 )
 from keeper.act.signer import Signer
-from keeper.act.simulate import MulticallUnavailable, SimResult, simulate
+from keeper.act.simulate import BATCHABLE, MulticallUnavailable, SimResult, simulate
 from keeper.domain.fees import CapHit, FeeDecision, bump, suggest
 from keeper.domain.model import BlockHeader, Protocol
 from keeper.domain.nonces import NonceBook, find_gaps
@@ -324,7 +324,8 @@ class Transactions:
             await self.send_cancel(latest.nonce, head, fees, latest, summary)
             return
         actions = [_action_of(i) for i in keep]
-        await self.send_actions(actions, keep, head, fees, summary, nonce=latest.nonce)
+        if not await self.send_actions(actions, keep, head, fees, summary, nonce=latest.nonce):
+            await self.send_cancel(latest.nonce, head, fees, latest, summary)
 
     def _reopen_orphans(self) -> None:
         """Intents marked in flight whose every attempt ended without settling them."""
@@ -353,16 +354,24 @@ class Transactions:
         return await self.rpc.fee_history(FEE_HISTORY_BLOCKS, "latest", [TIP_PERCENTILE])
 
     def _payload(self, actions: Sequence[Action]) -> tuple[str, bytes, Literal["call", "batch"]]:
-        if len(actions) == 1:
+        """Permissionless calls go through Multicall3 even alone: with allowFailure a
+        keeper that loses a race by a few seconds pays gas but never broadcasts a revert."""
+        if self.multicall is None or any(a.action not in BATCHABLE for a in actions):
+            if len(actions) != 1:
+                raise ValueError("only batchable actions can share a transaction")
             return actions[0].contract, encode_action(actions[0]), "call"
-        assert self.multicall is not None
         calls = [(a.contract, encode_action(a)) for a in actions]
         return self.multicall, encode_aggregate3(calls), "batch"
 
     async def _estimate(self, to: str, data: bytes) -> int:
-        gas = await self.rpc.estimate_gas(
-            {"from": self.address, "to": to, "data": _hex(data), "value": "0x0"}
-        )
+        """Gas for the call at ``latest`` (the state the gate simulated), plus the margin.
+
+        Not ``pending``, which some nodes default to: another keeper's pooled
+        transaction would fail the estimate of a batch that allowFailure
+        protects anyway.
+        """
+        tx = {"from": self.address, "to": to, "data": _hex(data), "value": "0x0"}
+        gas = await self.rpc.estimate_gas(tx, "latest")
         return math.ceil(gas * self.settings.gas_margin)
 
     def _take_nonce(self) -> int:
@@ -380,16 +389,43 @@ class Transactions:
         summary: TickSummary,
         *,
         nonce: int | None = None,
-    ) -> None:
+        regate: bool = True,
+    ) -> bool:
+        """Estimate, sign, persist and broadcast one transaction; False if nothing was sent.
+
+        A call that started failing since the gate makes the estimate revert:
+        the calls are simulated again, the failures finished, the rest sent.
+        """
         to, data, kind = self._payload(actions)
+        probe = data
+        if kind == "batch":
+            calls = [(a.contract, encode_action(a)) for a in actions]
+            probe = encode_aggregate3(calls, allow_failure=False)
         try:
-            gas_limit = await self._estimate(to, data)
+            gas_limit = await self._estimate(to, probe)
         except ExecutionRevertedError as exc:
-            # state moved between simulation and estimate: same rules as the gate
-            verdict, reason = classify_revert(revert_data(exc))
-            for intent in intents:
-                self.outcomes.finish(intent, outcome_of(verdict), reason)
-            return
+            if kind == "call" or not regate:
+                verdict, reason = classify_revert(revert_data(exc))
+                if kind == "batch":
+                    verdict, reason = "reverted_in_simulation", "batch estimate reverted"
+                self.outcomes.finish_many(intents, outcome_of(verdict), reason)
+                return False
+            results = await self.simulate(actions, "latest")
+            keep = [(a, i) for a, i, r in zip(actions, intents, results, strict=True) if r.ok]
+            for intent, res in zip(intents, results, strict=True):
+                if not res.ok:
+                    self.outcomes.finish(intent, outcome_of(res.verdict), res.reason)
+            if not keep:
+                return False
+            return await self.send_actions(
+                [a for a, _ in keep],
+                [i for _, i in keep],
+                head,
+                fees,
+                summary,
+                nonce=nonce,
+                regate=False,
+            )
         await self._sign_and_send(
             nonce=self._take_nonce() if nonce is None else nonce,
             kind=kind,
@@ -401,6 +437,7 @@ class Transactions:
             head=head,
             summary=summary,
         )
+        return True
 
     async def send_cancel(
         self,

@@ -103,6 +103,34 @@ class TestCompetingKeepers:
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
         assert [nonce_of(escrows, k) for k in KEEPER_KEYS] == [1, 0, 0]
 
+    async def test_same_block_race_broadcasts_nothing_that_reverts(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Two keepers whose transactions meet in one block: both succeed, one does the work."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        first, second = make_keeper(0), make_keeper(1)
+        escrows.control.mine_at(expiry)
+        decision_head, seen = await head(rpc), escrows.jobs(ids)
+        escrows.control.set_automine(False)
+        try:  # both pass the gate: neither sees the other's pooled transaction
+            assert (await first.tick(decision_head, seen, [])).sent == 1
+            assert (await second.tick(decision_head, seen, [])).sent == 1
+            escrows.control.mine()
+        finally:
+            escrows.control.set_automine(True)
+        escrows.control.mine()
+        for keeper in (first, second):
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        receipts = [
+            escrows.control.call("eth_getTransactionReceipt", a.tx_hash)
+            for k in (first, second)
+            for a in k.store.all_attempts()
+        ]
+        assert [r["status"] for r in receipts] == ["0x1", "0x1"]
+        outcomes = sorted(str(k.store.all_intents()[0].outcome) for k in (first, second))
+        assert outcomes == ["confirmed", "preempted"]
+
 
 class TestBatching:
     """Many due actions go out as a few Multicall3 transactions."""

@@ -262,7 +262,7 @@ class TestStuck:
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         attempts = keeper.store.all_attempts()
         assert [(a.kind, a.status) for a in attempts] == [
-            ("call", "replaced"),
+            ("batch", "replaced"),  # alone, but through Multicall3 (allowFailure)
             ("cancel", "confirmed"),
         ]
         assert attempts[1].to_address == address_of(KEEPER_KEYS[0])
