@@ -375,6 +375,14 @@ class IndexStore:
 
     def _apply(self, batch: Batch, keep_from: int | None) -> ApplyResult:
         c, cid = self.conn, self.chain_id
+        current = self.cursor()
+        if current is not None and batch.indexed_block < current.indexed_block:
+            # going back is rollback_to's job: a batch doing it would leave
+            # events above the cursor that the next sync step never revisits
+            raise StateCorruptedError(
+                f"batch would move the cursor back from {current.indexed_block} to "
+                f"{batch.indexed_block}; roll back first"
+            )
         known = [_event_row(cid, e) for e in batch.events if e.name is not None]
         unknown = [_event_row(cid, e) for e in batch.events if e.name is None]
         insert = f"INSERT OR IGNORE INTO events ({'chain_id, ' + _EVENT_COLS}) VALUES "

@@ -18,7 +18,7 @@ from index_builders import JOBS, LEGACY_JOBS, TOKEN, Synth, SynthBlock, batch_of
 
 from keeper.domain.model import BlockHeader
 from keeper.domain.reducers import reduce_job, reduce_task
-from keeper.errors import DeepReorgError
+from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
 from keeper.store.index_store import (
     Batch,
@@ -140,6 +140,16 @@ class TestApply:
         whole = _store(tmp_path, "whole.db")
         whole.apply_batch(batch_of(blocks, finalized=0))
         assert store.dump() == whole.dump()
+
+    def test_batch_cannot_move_the_cursor_back(self, tmp_path: Path) -> None:
+        """Going back is rollback_to's job; a batch trying it is refused and changes nothing."""
+        store = _store(tmp_path)
+        blocks = Synth(seed=18).blocks(1, 10)
+        store.apply_batch(batch_of(blocks, finalized=0))
+        before = store.dump()
+        with pytest.raises(StateCorruptedError):
+            store.apply_batch(batch_of(blocks[:5], finalized=0))
+        assert store.dump() == before
 
     def test_window_is_pruned_below_finalized_minus_margin(self, tmp_path: Path) -> None:
         """Blocks older than finalized - keep_margin leave the window; the cursor follows."""
