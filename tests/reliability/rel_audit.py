@@ -1,0 +1,217 @@
+"""After-the-fact checks on the chain and the database, independent of the keeper's own books.
+
+- ``audit_keeper``: every transaction the keeper's address got mined on the
+  canonical chain, decoded from its calldata (single calls and Multicall3
+  batches), with the subjects it actually moved (a log from the target
+  contract whose first indexed topic is the subject);
+- ``effect_repeats``: keeper-only effect events (JobExpired, TaskExpired,
+  EvaluatorTimedOut) seen more than once for one subject in an index;
+- ``due_now``: what the planner would still do at the node's head, computed
+  from a fresh index of the chain (so it does not trust the daemon's tables);
+- ``integrity``: SQLite's own ``PRAGMA integrity_check``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eth_abi.abi import decode
+from eth_utils.crypto import keccak
+from sync_support import Harness
+
+from keeper.devnet.anvil import rpc_call
+from keeper.domain.planner import Action, PlannerConfig, plan
+from keeper.store.states import live_jobs, live_tasks
+
+__all__ = [
+    "KeeperAudit",
+    "audit_keeper",
+    "denied_in",
+    "due_now",
+    "effect_repeats",
+    "integrity",
+    "stale_open_intents",
+    "unsettled_intents",
+]
+
+ActionKey = tuple[str, str, str]  # (contract, subject, action)
+
+
+def _sel(signature: str) -> str:
+    return keccak(text=signature)[:4].hex()
+
+
+_ACTIONS: dict[str, tuple[str, str]] = {
+    _sel("claimRefund(uint256)"): ("claimRefund", "uint256"),
+    _sel("finalizeVerdict(bytes32)"): ("finalizeVerdict", "bytes32"),
+    _sel("refundExpired(bytes32)"): ("refundExpired", "bytes32"),
+    _sel("refundExpired(bytes32,uint256)"): ("refundExpired", "bytes32"),
+    _sel("evaluatorTimeout(bytes32)"): ("evaluatorTimeout", "bytes32"),
+}
+_AGGREGATE3 = _sel("aggregate3((address,bool,bytes)[])")
+KEEPER_EFFECTS = ("JobExpired", "TaskExpired", "EvaluatorTimedOut")
+
+
+def _subject(kind: str, word: bytes) -> str:
+    return str(int.from_bytes(word, "big")) if kind == "uint256" else "0x" + word.hex()
+
+
+def decode_calls(to: str, data: bytes) -> list[ActionKey]:
+    """The (contract, subject, action) triples one keeper transaction asked for."""
+    head, body = data[:4].hex(), data[4:]
+    if head in _ACTIONS:
+        action, kind = _ACTIONS[head]
+        return [(to, _subject(kind, body[:32]), action)]
+    if head == _AGGREGATE3:
+        (calls,) = decode(["(address,bool,bytes)[]"], body)
+        out: list[ActionKey] = []
+        for target, _allow, inner in calls:
+            out += decode_calls(str(target).lower(), bytes(inner))
+        return out
+    return []  # a cancel (zero-value self-transfer) or something unknown
+
+
+@dataclass
+class KeeperAudit:
+    """What the keeper's address did on the canonical chain."""
+
+    txs: int = 0
+    cancels: int = 0
+    reverted: int = 0
+    per_nonce: Counter[int] = field(default_factory=Counter)
+    mined: Counter[ActionKey] = field(default_factory=Counter)
+    effective: Counter[ActionKey] = field(default_factory=Counter)
+
+    @property
+    def duplicate_sends(self) -> int:
+        """Intents that more than one mined transaction carried (each extra counted)."""
+        return sum(n - 1 for n in self.mined.values() if n > 1)
+
+    @property
+    def double_executions(self) -> int:
+        """Intents that more than one mined transaction actually carried out."""
+        return sum(n - 1 for n in self.effective.values() if n > 1)
+
+    def repeats(self) -> dict[ActionKey, int]:
+        return {k: n for k, n in self.mined.items() if n > 1}
+
+
+def audit_keeper(url: str, keeper: str, first_block: int, last_block: int) -> KeeperAudit:
+    """Walk blocks ``first_block..last_block`` and audit every transaction from ``keeper``."""
+    keeper = keeper.lower()
+    out = KeeperAudit()
+    for number in range(first_block, last_block + 1):
+        block: dict[str, Any] = rpc_call(url, "eth_getBlockByNumber", [hex(number), True])
+        for tx in block["transactions"]:
+            if str(tx["from"]).lower() != keeper:
+                continue
+            out.txs += 1
+            out.per_nonce[int(tx["nonce"], 16)] += 1
+            to = str(tx.get("to") or "").lower()
+            calls = decode_calls(to, bytes.fromhex(str(tx["input"])[2:]))
+            if not calls:
+                out.cancels += 1
+                continue
+            receipt = rpc_call(url, "eth_getTransactionReceipt", [tx["hash"]])
+            if int(receipt["status"], 16) != 1:
+                out.reverted += 1
+            moved = {
+                (str(log["address"]).lower(), str(log["topics"][1]).lower())
+                for log in receipt["logs"]
+                if len(log["topics"]) > 1
+            }
+            for key in calls:
+                out.mined[key] += 1
+                contract, subject, _ = key
+                topic = (
+                    "0x"
+                    + (
+                        bytes.fromhex(subject[2:])
+                        if subject.startswith("0x")
+                        else int(subject).to_bytes(32, "big")
+                    ).hex()
+                )
+                if int(receipt["status"], 16) == 1 and (contract, topic) in moved:
+                    out.effective[key] += 1
+    return out
+
+
+def effect_repeats(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    """Keeper-only effect events that occur more than once for one subject."""
+    marks = ",".join("?" * len(KEEPER_EFFECTS))
+    rows = conn.execute(
+        f"SELECT contract, subject, name, COUNT(*) FROM events WHERE name IN ({marks}) "
+        "GROUP BY contract, subject, name HAVING COUNT(*) > 1",
+        KEEPER_EFFECTS,
+    ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def effect_count(conn: sqlite3.Connection) -> int:
+    marks = ",".join("?" * len(KEEPER_EFFECTS))
+    row = conn.execute(
+        f"SELECT COUNT(*) FROM events WHERE name IN ({marks})", KEEPER_EFFECTS
+    ).fetchone()
+    return int(row[0])
+
+
+async def due_now(fresh: Harness, denied: Collection[tuple[str, str, str]]) -> list[Action]:
+    """Actions the planner would take at the node's head, from an index brought up to it."""
+    await fresh.to_head()
+    head = await fresh.rpc.get_block("latest")
+    assert head is not None
+    chain_id = fresh.cfg.chain.chain_id
+    result = plan(
+        live_jobs(fresh.conn, chain_id), live_tasks(fresh.conn, chain_id), head,
+        PlannerConfig(), denied,
+    )  # fmt: skip
+    return result.actions
+
+
+def denied_in(db: Path) -> set[tuple[str, str, str]]:
+    """Actions the daemon's keeper was refused (the planner routes around them)."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT contract, subject, action FROM keeper_intents WHERE outcome = 'not_permitted'"
+        ).fetchall()
+        return {(str(a), str(b), str(c)) for a, b, c in rows}
+    finally:
+        conn.close()
+
+
+def unsettled_intents(db: Path) -> list[tuple[Any, ...]]:
+    """Intents of the daemon's keeper with a transaction whose fate is still open."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(
+            "SELECT contract, subject, action, status, outcome FROM keeper_intents "
+            "WHERE status = 'inflight' OR (status = 'open' AND attempts > 0)"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def stale_open_intents(db: Path) -> list[tuple[Any, ...]]:
+    """Intents decided but never simulated nor sent (e.g. the process died in between)."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(
+            "SELECT contract, subject, action FROM keeper_intents "
+            "WHERE status = 'open' AND attempts = 0"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def integrity(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()

@@ -1,0 +1,121 @@
+"""The end-of-run verdict shared by the crash, reorg and fault tortures.
+
+After the torture the last daemon keeps running until the planner, fed by a
+fresh index of the chain, finds nothing due and the daemon's keeper has no
+intent left open; then it is stopped with SIGTERM and everything is compared:
+the daemon's tables against the fresh index (lost / extra rows), the keeper's
+mined transactions (duplicates, double executions), SQLite integrity.
+Figures go to the report before any assertion, so a failing run still shows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rel_audit import (
+    KeeperAudit,
+    audit_keeper,
+    denied_in,
+    due_now,
+    effect_count,
+    effect_repeats,
+    integrity,
+    stale_open_intents,
+    unsettled_intents,
+)
+from rel_daemon import DaemonProc
+from rel_report import Figures
+from sync_support import CONTENT_TABLES, Harness, fresh_index, table_diff
+
+from keeper.config import Config
+from keeper.devnet.anvil import ChainControl
+from keeper.devnet.deploy import Deployment
+from keeper.devnet.traffic import KEEPER_KEY, address_of
+
+__all__ = ["Final", "converge_and_check"]
+
+
+@dataclass
+class Final:
+    audit: KeeperAudit
+    effects: int
+    lost: int
+    extra: int
+
+
+def fail(fig: Figures, ok: bool, what: str) -> bool:
+    """Record a failed check in the report; return ``ok`` for the assertion."""
+    if not ok:
+        fig.checks_failed.append(what)
+    return ok
+
+
+async def converge_and_check(
+    daemon: DaemonProc,
+    cfg: Config,
+    chain: ChainControl,
+    rpc_url: str,
+    deployed: Deployment,
+    tmp: Path,
+    fig: Figures,
+    *,
+    timeout: float = 120.0,
+) -> Final:
+    """Let the running daemon finish every due action, stop it, and check everything."""
+    assert daemon.alive(), daemon.tail()
+    db = Path(cfg.database.path)
+    fresh = await fresh_index(tmp, f"fresh-{int(time.monotonic() * 1000)}", rpc_url, deployed)
+    try:
+        due: list[object] = []
+        unsettled: list[object] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            # a block on top confirms the keeper's last transactions and moves chain time
+            await asyncio.to_thread(chain.mine, 1)
+            head = await asyncio.to_thread(chain.block_number)
+            assert await daemon.wait_indexed(head, 60), daemon.tail()
+            await asyncio.sleep(0.3)  # one keeper tick on that head
+            due = list(await due_now(fresh, denied_in(db)))
+            unsettled = list(unsettled_intents(db))
+            if not due and not unsettled:
+                break
+        ok = fail(fig, not due and not unsettled, f"still due {due[:3]}, unsettled {unsettled[:3]}")
+        assert ok, (due[:5], unsettled[:5], daemon.tail())
+        fig.stale_open_intents += len(stale_open_intents(db))
+        code = daemon.stop()
+        assert fail(fig, code == 0, f"daemon exited {code} on SIGTERM"), daemon.tail()
+        assert fail(fig, integrity(db) == "ok", "PRAGMA integrity_check")
+
+        await fresh.to_head()
+        mine = Harness(cfg)
+        try:
+            a, b = mine.dump(), fresh.dump()
+        finally:
+            await mine.close()
+        lost = sum(len(set(b[t]) - set(a[t])) for t in CONTENT_TABLES)
+        extra = sum(len(set(a[t]) - set(b[t])) for t in CONTENT_TABLES)
+        fig.lost_events += lost
+        fig.extra_events += extra
+        assert fail(fig, lost == extra == 0, "tables differ from a fresh backfill"), table_diff(
+            a, b
+        )
+        assert a == b
+
+        head = await asyncio.to_thread(chain.block_number)
+        audit = await asyncio.to_thread(
+            audit_keeper, rpc_url, address_of(KEEPER_KEY), deployed.start_block, head
+        )
+        fig.keeper_txs_audited += audit.txs
+        fig.duplicate_sends += audit.duplicate_sends
+        fig.double_executions += audit.double_executions
+        repeats = effect_repeats(fresh.conn)
+        assert fail(fig, audit.duplicate_sends == 0, "duplicate sends"), audit.repeats()
+        assert fail(fig, audit.double_executions == 0, "double executions"), audit.repeats()
+        assert fail(fig, not repeats, "keeper effect events repeated"), repeats
+        assert all(n == 1 for n in audit.per_nonce.values())
+        return Final(audit, effect_count(fresh.conn), lost, extra)
+    finally:
+        await fresh.close()
