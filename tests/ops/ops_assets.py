@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs in the lock; one import site
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD_DIR = ROOT / "grafana" / "dashboards"
@@ -72,8 +72,17 @@ def variable_queries() -> list[tuple[str, str | None, str]]:
     return out
 
 
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def dump_yaml(data: Any) -> str:
+    text: str = yaml.safe_dump(data)
+    return text
+
+
 def load_rules() -> list[dict[str, Any]]:
-    doc = yaml.safe_load(ALERTS.read_text())
+    doc = load_yaml(ALERTS)
     return [rule for group in doc["groups"] for rule in group["rules"]]
 
 

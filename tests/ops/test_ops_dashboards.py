@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ops_assets import (
     DASHBOARD_DIR,
     PROVISIONING,
     VARIABLE_VALUES,
     load_dashboards,
     load_generator,
+    load_yaml,
     panel_queries,
 )
 from ops_promql import grafana_expand, metric_names, parse
@@ -167,9 +167,7 @@ class TestNothingHardCoded:
 class TestProvisioning:
     def test_datasource(self) -> None:
         """One default Prometheus datasource with a fixed uid for the compose stack."""
-        doc: dict[str, Any] = yaml.safe_load(
-            (PROVISIONING / "datasources" / "prometheus.yml").read_text()
-        )
+        doc: dict[str, Any] = load_yaml(PROVISIONING / "datasources" / "prometheus.yml")
         assert doc["apiVersion"] == 1
         (ds,) = doc["datasources"]
         assert ds["type"] == "prometheus" and ds["uid"] and ds["isDefault"] is True
@@ -177,9 +175,7 @@ class TestProvisioning:
 
     def test_dashboard_provider(self) -> None:
         """A file provider pointing at a directory, as the compose mount expects."""
-        doc: dict[str, Any] = yaml.safe_load(
-            (PROVISIONING / "dashboards" / "dashboards.yml").read_text()
-        )
+        doc: dict[str, Any] = load_yaml(PROVISIONING / "dashboards" / "dashboards.yml")
         assert doc["apiVersion"] == 1
         (provider,) = doc["providers"]
         assert provider["type"] == "file" and provider["options"]["path"].startswith("/")

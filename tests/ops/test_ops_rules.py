@@ -12,8 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
-from ops_assets import ALERTS, PROMETHEUS_CONFIG, load_rules
+from ops_assets import ALERTS, PROMETHEUS_CONFIG, dump_yaml, load_rules, load_yaml
 from ops_promql import parse
 
 PROMTOOL = shutil.which("promtool")
@@ -63,9 +62,7 @@ class TestPromtool:
         """Control: a rule with a PromQL syntax error is rejected, so the check is real."""
         bad = tmp_path / "bad.yml"
         bad.write_text(
-            yaml.safe_dump(
-                {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "rate(x[5m]"}]}]}
-            )
+            dump_yaml({"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "rate(x[5m]"}]}]})
         )
         assert promtool("check", "rules", str(bad)).returncode != 0
 
@@ -94,7 +91,7 @@ class TestRuleShape:
 
     def test_unit_tests_cover_required_alerts(self) -> None:
         """The promtool unit tests exercise every required alert at least once firing."""
-        doc = yaml.safe_load(UNIT_TESTS.read_text())
+        doc = load_yaml(UNIT_TESTS)
         fired = {
             case["alertname"]
             for test in doc["tests"]
