@@ -37,6 +37,9 @@ log = structlog.get_logger("keeper.sync")
 # eth_calls per JSON-RPC batch: large enough to amortise round trips during a
 # backfill of many jobs, small enough that one failing batch retries cheaply.
 READS_PER_BATCH = 100
+# Historical ranges fetched ahead of the one being committed: one keeps the node
+# busy while we write; more would only hold more logs in memory.
+PREFETCH_RANGES = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,15 @@ class WatchedContract:
     address: str
     protocol: EscrowProtocol
     start_block: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    """One historical range, checked and decoded, with its reads: ready to commit."""
+
+    anchor: BlockHeader
+    events: list[Event]
+    reads: list[ChainRead]
 
 
 class IndexListener(Protocol):
@@ -211,35 +223,66 @@ class Indexer:
     # ---- historical zone ---------------------------------------------------------
 
     async def backfill_range(self, start: int, end: int, finalized: int) -> None:
-        async for lo, hi, logs in scan_logs(self.rpc, self.addresses, start, end, self.policy):
-            del lo
-            numbers = sorted({lg.block_number for lg in logs} | {hi})
-            headers = await self.rpc.get_blocks(numbers, must_exist=True)
-            by_number = {h.number: h for h in headers if h is not None}
-            missing = [n for n in numbers if n not in by_number]
-            if missing:
-                raise RetryableError(f"node has no header for blocks {missing[:5]}")
-            for lg in logs:
-                if by_number[lg.block_number].hash != lg.block_hash:
-                    raise RetryableError(
-                        f"log at block {lg.block_number} names hash {lg.block_hash} but the "
-                        f"node's block has {by_number[lg.block_number].hash}: retrying range"
-                    )
-            events = self.decode(logs, by_number)
-            reads = await self.execute_reads(events)
-            anchor = by_number[hi]
-            window = prune([*self.store.window(), anchor], finalized, self.settings.window)
-            self.commit(
-                Batch(
-                    events=events,
-                    blocks=[anchor],
-                    reads=reads,
-                    indexed_block=hi,
-                    indexed_hash=anchor.hash,
-                    finalized_block=finalized,
-                ),
-                keep_from=window[0].number,
-            )
+        """Scan, check, decode and read ahead while earlier ranges commit.
+
+        A producer task fetches range k+1 (logs, headers, view reads) while
+        range k is written: the node works on the next answer while this
+        process spends CPU on SQLite, instead of each waiting for the other.
+        Commits stay in range order, one transaction each, so crash safety is
+        unchanged; a failure in range k+1 surfaces after range k is committed,
+        as it did when the ranges ran one after the other.
+        """
+        queue: asyncio.Queue[_Fetched | Exception | None] = asyncio.Queue(PREFETCH_RANGES)
+        producer = asyncio.create_task(self._fetch_ranges(start, end, queue))
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, Exception):
+                    raise item
+                window = prune([*self.store.window(), item.anchor], finalized, self.settings.window)
+                self.commit(
+                    Batch(
+                        events=item.events,
+                        blocks=[item.anchor],
+                        reads=item.reads,
+                        indexed_block=item.anchor.number,
+                        indexed_hash=item.anchor.hash,
+                        finalized_block=finalized,
+                    ),
+                    keep_from=window[0].number,
+                )
+        finally:
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+
+    async def _fetch_ranges(
+        self, start: int, end: int, queue: asyncio.Queue[_Fetched | Exception | None]
+    ) -> None:
+        try:
+            chunks = scan_logs(self.rpc, self.addresses, start, end, self.policy)
+            async for _lo, hi, logs in chunks:
+                await queue.put(await self._fetch_range(hi, logs))
+        except Exception as exc:  # handed to the committing side, which raises it
+            await queue.put(exc)
+            return
+        await queue.put(None)
+
+    async def _fetch_range(self, hi: int, logs: list[Log]) -> _Fetched:
+        numbers = sorted({lg.block_number for lg in logs} | {hi})
+        headers = await self.rpc.get_blocks(numbers, must_exist=True)
+        by_number = {h.number: h for h in headers if h is not None}
+        missing = [n for n in numbers if n not in by_number]
+        if missing:
+            raise RetryableError(f"node has no header for blocks {missing[:5]}")
+        for lg in logs:
+            if by_number[lg.block_number].hash != lg.block_hash:
+                raise RetryableError(
+                    f"log at block {lg.block_number} names hash {lg.block_hash} but the "
+                    f"node's block has {by_number[lg.block_number].hash}: retrying range"
+                )
+        events = self.decode(logs, by_number)
+        reads = await self.execute_reads(events)
+        return _Fetched(by_number[hi], events, reads)
 
     # ---- realtime zone -------------------------------------------------------------
 
