@@ -10,7 +10,13 @@ Projections (``jobs``, ``tasks``) are recomputed from the stored events and
 reads of each touched subject, read back inside the same transaction: the
 same code path serves a batch, a rollback and a full rebuild, which is why a
 rebuild gives byte-identical tables. Stored events are re-decoded from their
-raw topics and data, so a decoder fix applies on the next rebuild.
+raw topics and data, so a decoder fix applies on the next rebuild; a batch's
+own events and a bounded cache of recently decoded ones are reused instead,
+which is exact because ``(block_hash, log_index)`` names one immutable log.
+
+Throughput (synthetic logs, 2 shared cores): decoding ~150k logs/s; one
+50k-event batch ~20-26k events/s of CPU including decode. The biggest single
+cost left is SQLite itself (the events insert alone is ~0.5 s per 50k rows).
 """
 
 from __future__ import annotations
