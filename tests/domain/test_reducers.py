@@ -19,6 +19,7 @@ from keeper.domain.model import (
     TaskStatus,
     VerdictType,
 )
+from keeper.domain.reads import reads_for
 from keeper.domain.reducers import reduce_job, reduce_task
 
 JOBS = "0x" + "a1" * 20
@@ -476,3 +477,43 @@ def test_projection_ignores_other_subjects_and_input_order(data: st.DataObject) 
         assert reduce_task(TASKS, task, shuffled, reads) == expected
         assert reduce_task(TASKS, task, events, list(reversed(reads))) == expected
         assert expected.updated_block == max((e.log.block_number for e in own), default=0)
+
+
+class TestReadsFor:
+    def test_each_event_asks_for_its_documented_reads(self) -> None:
+        """JobCreated -> getJob, legacy BudgetSet -> contract-wide paymentToken, tasks -> config
+        and verdict; all pinned to the event's own block."""
+        c = Chain()
+        cases: list[tuple[Event, list[tuple[str, str]]]] = [
+            (_job_created(c, 9), [("9", "getJob")]),
+            (_job_created(c, 10, "legacy"), [("10", "getJob")]),
+            (c.ev(JOBS, "BudgetSet", "legacy", jobId=9, amount=1), [("", "paymentToken")]),
+            (c.ev(JOBS, "BudgetSet", jobId=9, token=TOKEN, amount=1), []),
+            (c.ev(JOBS, "JobFunded", jobId=9, client=CLIENT, amount=1), []),
+            (
+                c.ev(TASKS, "EvaluatorAssigned", taskId=TASK, evaluator=EVALUATOR, stakeAmount=0),
+                [(TASK, "getTaskEvaluatorConfig")],
+            ),
+            (
+                c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER, deliverable=REASON),
+                [(TASK, "getTaskEvaluatorConfig")],
+            ),
+            (
+                c.ev(
+                    TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR, verdictType=0, score=1
+                ),
+                [(TASK, "getTaskVerdict")],
+            ),
+            (c.ev(TASKS, "TaskReopened", taskId=TASK), []),
+        ]
+        for event, expected in cases:
+            requests = reads_for(event)
+            assert [(r.subject, r.kind) for r in requests] == expected, event.name
+            for r in requests:
+                assert (r.contract, r.block_number, r.block_hash) == (
+                    event.contract,
+                    event.log.block_number,
+                    event.log.block_hash,
+                )
+        unknown = replace(cases[0][0], name=None, variant="unknown", subject=None, args={})
+        assert reads_for(unknown) == []
