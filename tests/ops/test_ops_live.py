@@ -45,13 +45,25 @@ def referenced_names() -> set[str]:
     return names
 
 
+def firing(stack: Stack) -> set[str]:
+    alerts = stack.prom("/api/v1/alerts")["alerts"]
+    return {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
+
+
+def fully_wired(stack: Stack) -> bool:
+    """What the tests below require; the fixture waits for it (bounded) to avoid races."""
+    return (
+        referenced_names() <= stack.metric_names()
+        and not check_wiring(stack, PANELS + ALERT_QUERIES)
+        and firing(stack) >= EXPECTED_FIRING
+    )
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     assert PROMETHEUS is not None
     workdir = tmp_path_factory.mktemp("ops")
-    with running_stack(
-        workdir, PROMETHEUS, wanted=referenced_names(), min_seconds=20, max_seconds=40
-    ) as s:
+    with running_stack(workdir, PROMETHEUS, ready=fully_wired, min_seconds=20, max_seconds=45) as s:
         yield s
     leaked = leftover_groups(s.process_groups)
     assert not leaked, f"processes still alive after teardown: {leaked}"
@@ -148,8 +160,7 @@ class TestRules:
     def test_devnet_trips_the_expected_alerts(self, stack: Stack) -> None:
         """A devnet mismatching verdict and the unknown-topic log fire their alerts."""
         alerts = stack.prom("/api/v1/alerts")["alerts"]
-        firing = {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
-        assert firing >= EXPECTED_FIRING, alerts
+        assert firing(stack) >= EXPECTED_FIRING, alerts
         unknown = [a for a in alerts if a["labels"]["alertname"] == "UnknownEventsSeen"]
         assert {a["labels"]["contract"] for a in unknown} == {"emitter"}
 
