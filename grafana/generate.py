@@ -66,6 +66,8 @@ class Panel:
 
 @dataclass(frozen=True)
 class Dashboard:
+    """A dashboard; ``uid`` is stable so links and provisioning updates keep working."""
+
     uid: str
     title: str
     description: str

@@ -17,6 +17,7 @@ from ops_assets import (
     VARIABLE_VALUES,
     load_dashboards,
     load_generator,
+    load_rules,
     load_yaml,
     panel_queries,
 )
@@ -80,6 +81,13 @@ class TestGenerated:
         assert sorted(p.name for p in written) == sorted(DASHBOARDS)
         for path in written:
             assert path.read_text() == (DASHBOARD_DIR / path.name).read_text(), path.name
+
+    def test_rpc_faults_agree_with_the_alert(self) -> None:
+        """The error-ratio panel and RpcErrorRateHigh count the same outcomes as faults."""
+        faults = load_generator().RPC_FAULTS
+        (rule,) = [r for r in load_rules() if r["alert"] == "RpcErrorRateHigh"]
+        assert f'outcome=~"{faults}"' in rule["expr"]
+        assert any(f'outcome=~\\"{faults}\\"' in json.dumps(d) for d in DASHBOARDS.values())
 
     def test_titles(self) -> None:
         """The three dashboards the issue names, with distinct uids."""
