@@ -42,7 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"keeper {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("run", help="run the daemon: index, verify, keep, serve")
+    p = sub.add_parser(
+        "run",
+        help="run the daemon: index, verify, keep, serve",
+        description="Index the configured escrows, verify verdicts, send keeper transactions "
+        "and serve /healthz, /readyz, /metrics, /v1/... and the status page until SIGTERM or "
+        "SIGINT; then finish or persist in-flight work and exit 0.",
+    )
     _add_config(p)
 
     p = sub.add_parser(
@@ -57,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="print sync and keeper status from the database")
     _add_config(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
 
     db = sub.add_parser("db", help="database maintenance")
     dbsub = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
@@ -65,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(p)
     p = dbsub.add_parser("migrate", help="apply pending schema migrations")
     _add_config(p)
+    p = dbsub.add_parser(
+        "backup",
+        help="copy the database to a file, safely while the daemon runs",
+        description="Take a consistent snapshot with SQLite's online backup (the daemon keeps "
+        "writing), check its integrity, then move it to --to atomically.",
+    )
+    _add_config(p)
+    p.add_argument("--to", required=True, metavar="PATH", help="the backup file to write")
 
     cfg = sub.add_parser("config", help="configuration tools")
     cfgsub = cfg.add_subparsers(dest="config_command", metavar="CONFIG_COMMAND")
@@ -149,7 +163,9 @@ def _db(args: argparse.Namespace) -> int:
         return app.run_db_rebuild(args.config)
     if args.db_command == "migrate":
         return app.run_db_migrate(args.config)
-    print("keeper db: choose rebuild or migrate", file=sys.stderr)
+    if args.db_command == "backup":
+        return app.run_db_backup(args.config, args.to)
+    print("keeper db: choose rebuild, migrate or backup", file=sys.stderr)
     return EXIT_USAGE
 
 
