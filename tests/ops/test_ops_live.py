@@ -70,11 +70,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def check_wiring(stack: Stack, queries: list[Query]) -> list[str]:
-    """Problems found evaluating each query and each of its data sources over the run."""
+    """Problems found evaluating each query and each of its data sources over the run.
+
+    The query itself must evaluate both as an instant query (alerts, stat panels)
+    and as a range query (graphs); its data sources must have series at some
+    point of the run, since gauges such as overdue actions come and go.
+    """
     problems = []
     for q in queries:
         expr = grafana_expand(q.expr, VARIABLE_VALUES)
         try:
+            stack.prom("/api/v1/query", query=expr)
             stack.query_range(expr)
         except AssertionError as exc:
             problems.append(f"{q.where}: error: {exc}")
