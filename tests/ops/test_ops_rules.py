@@ -30,6 +30,16 @@ REQUIRED = {
     "RPC error rate high": "RpcErrorRateHigh",
 }
 RUNBOOK = re.compile(r"^docs/runbook\.md#[a-z0-9]+(?:-[a-z0-9]+)*$")
+RUNBOOK_DOC = ALERTS.parents[2] / "docs" / "runbook.md"
+
+
+def markdown_anchors(text: str) -> set[str]:
+    """Anchors a Markdown renderer creates: GitHub heading slugs plus explicit ids."""
+    anchors = set(re.findall(r"""<a\s+(?:id|name)=["']([^"']+)["']""", text))
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -88,6 +98,29 @@ class TestRuleShape:
     def test_expression_parses(self, rule: dict[str, object]) -> None:
         """Our PromQL helper understands every rule (the live test depends on it)."""
         parse(str(rule["expr"]))
+
+    @pytest.mark.skipif(not RUNBOOK_DOC.exists(), reason="docs/runbook.md not written yet")
+    def test_runbook_anchors_exist(self) -> None:
+        """Every runbook_url lands on a heading (or explicit anchor) of docs/runbook.md."""
+        anchors = markdown_anchors(RUNBOOK_DOC.read_text())
+        missing = {
+            r["alert"]: r["annotations"]["runbook_url"]
+            for r in load_rules()
+            if r["annotations"]["runbook_url"].split("#", 1)[1] not in anchors
+        }
+        assert not missing, missing
+
+    def test_markdown_anchors(self) -> None:
+        """Heading slugs follow GitHub's rule; explicit anchors count too."""
+        text = (
+            '# Runbook\n## Indexing halted\n### RPC error rate: high!\n<a id="fee-cap-hit"></a>\n'
+        )
+        assert markdown_anchors(text) == {
+            "runbook",
+            "indexing-halted",
+            "rpc-error-rate-high",
+            "fee-cap-hit",
+        }
 
     def test_unit_tests_cover_required_alerts(self) -> None:
         """The promtool unit tests exercise every required alert at least once firing."""
