@@ -77,6 +77,7 @@ class Keeper:
         self.address = self.tx.address
         self._lock = asyncio.Lock()  # one nonce sequence per signer: one sender at a time
         self._recovered = False
+        self._reported: set[tuple[str, str, str]] = set()
         self.balance_ok = True
         self.last: TickSummary | None = None
 
@@ -137,6 +138,10 @@ class Keeper:
             result = plan(jobs, tasks, head, self.settings.planner, self.store.denied())
             summary.reports = result.reports
             for report in result.reports:
+                key = (report.contract, report.subject, report.kind.value)
+                if key in self._reported:
+                    continue  # a hazard stays true every block: say it once per process
+                self._reported.add(key)
                 log.warning(
                     "keeper_report",
                     kind=report.kind.value,

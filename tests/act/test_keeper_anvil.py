@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import MakeKeeper
 from keeper_harness import KEEPER_KEYS, Escrows, address_of
+from structlog.testing import capture_logs
 
 from keeper.act import Keeper
 from keeper.domain.model import BlockHeader, JobStatus
@@ -354,16 +355,20 @@ class TestTaskBoundaries:
 async def test_open_job_with_budget_is_reported_not_refunded(
     escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
 ) -> None:
-    """An expired, unfunded job with a budget is reported; no intent, no transaction."""
+    """An expired, unfunded job with a budget is reported (logged once); never refunded."""
     expiry = escrows.now() + 100
     job_id = escrows.open_job_with_budget(expiry, 5 * 10**6)
     keeper = make_keeper()
     escrows.control.mine_at(expiry + 3600)
-    summary = await keeper.tick(await head(rpc), escrows.jobs([job_id]), [])
-    assert [(r.subject, r.kind.value) for r in summary.reports] == [
-        (job_id, "open_job_with_budget_expired")
-    ]
-    assert summary.sent == 0 and keeper.store.all_intents() == []
+    with capture_logs() as logs:
+        for _ in range(2):
+            summary = await keeper.tick(await head(rpc), escrows.jobs([job_id]), [])
+            assert [(r.subject, r.kind.value) for r in summary.reports] == [
+                (job_id, "open_job_with_budget_expired")
+            ]
+            escrows.control.mine()
+    assert [e["event"] for e in logs].count("keeper_report") == 1
+    assert keeper.store.all_intents() == [] and keeper.store.all_attempts() == []
     assert escrows.jobs([job_id])[0].status is JobStatus.OPEN
 
 
