@@ -131,6 +131,7 @@ class Indexer:
         )
         self.state = SyncState()
         self._checked_window = False
+        self._head_bloom: tuple[BlockHeader, str] | None = None
 
     # ---- heads and finality -------------------------------------------------
 
@@ -156,13 +157,17 @@ class Indexer:
         if len(self.rpc.endpoint_names) > 1:
             heads = [h for h in (await self.rpc.head_of_each()).values() if h is not None]
             if heads:
-                best = await self.rpc.get_block(max(heads), must_exist=True)
+                best = await self.rpc.get_block_and_bloom(max(heads), must_exist=True)
                 if best is not None:
-                    return best
-        head = await self.rpc.get_block("latest")
-        if head is None:
+                    self._head_bloom = best
+                    return best[0]
+        latest = await self.rpc.get_block_and_bloom("latest")
+        if latest is None:
             raise RetryableError("node returned no latest block")
-        return head
+        # kept with its bloom: when the head is the next block to index, following
+        # it needs no second fetch (one call per new block in steady state, not two)
+        self._head_bloom = latest
+        return latest[0]
 
     def start_cursor(self) -> int:
         cursor = self.store.cursor()
@@ -173,7 +178,13 @@ class Indexer:
     # ---- one step -------------------------------------------------------------
 
     async def step(self, *, to_block: int | None = None) -> bool:
-        """Advance as far as the chain allows now; return True if anything was indexed."""
+        """Advance as far as the chain allows now.
+
+        Returns True when the caller should step again at once: something was
+        indexed (or rolled back) and the head seen at the start is not reached
+        yet. Having reached that head, the next new block can only be found
+        by the next poll, so asking again at once would cost a call for nothing.
+        """
         head, finalized = await self.heads()
         indexed = self.start_cursor()
         self.state.indexed = indexed
@@ -191,10 +202,10 @@ class Indexer:
         if indexed >= head.number:
             # no new block, but the head itself may have been replaced (same-height
             # reorg), or the node lags behind us
-            return await self.check_head(head) or progressed
-        if indexed < target:
+            progressed = await self.check_head(head) or progressed
+        elif indexed < target:
             progressed = await self.follow(indexed, target, finalized) or progressed
-        return progressed
+        return progressed and self.start_cursor() < head.number
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -293,7 +304,11 @@ class Indexer:
         n = indexed + 1
         progressed = False
         while n <= target:
-            fetched = await self.rpc.get_block_and_bloom(n, must_exist=True)
+            cached = self._head_bloom
+            if cached is not None and cached[0].number == n:
+                fetched: tuple[BlockHeader, str] | None = cached
+            else:
+                fetched = await self.rpc.get_block_and_bloom(n, must_exist=True)
             if fetched is None:
                 return progressed  # the node does not have it yet (or lags): next poll
             header, bloom = fetched
