@@ -1,18 +1,24 @@
-"""Profile the in-process backfill with pyinstrument (``python -m bench.profile EVENTS``).
+"""Profile the in-process backfill (``python -m bench.profile [EVENTS] [--stages]``).
 
-The same workload and config as the backfill benchmark; prints the call tree
-so an optimisation starts from evidence, and writes an HTML report beside the
-results.
+The same workload and config as the backfill benchmark. By default a
+pyinstrument call tree (text, plus HTML under ``bench/results/``); with
+``--stages``, wall and CPU seconds per indexer stage, measured by wrapping
+the stage methods, which shows how much of the wall time is spent waiting
+for the node rather than computing (a sampling profiler's percentages hide
+that on a loaded machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-
-from pyinstrument import Profiler
+from typing import Any
 
 from bench.backfill import JOBS_PER_BLOCK, MAX_RANGE
 from bench.common import RESULTS, write_config
@@ -20,20 +26,75 @@ from bench.workload import job_flows
 from keeper import app
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
+from keeper.rpc.client import RpcClient
+from keeper.store.index_store import IndexStore
+from keeper.sync.indexer import Indexer
+
+STAGES: list[tuple[type, str]] = [
+    (RpcClient, "get_logs"),
+    (RpcClient, "get_blocks"),
+    (Indexer, "decode"),
+    (Indexer, "execute_reads"),
+    (Indexer, "commit"),
+    (IndexStore, "_rebuild_subjects"),
+]
+
+
+def _instrument(wall: dict[str, float], cpu: dict[str, float]) -> None:
+    """Wrap each stage method so its wall and CPU seconds accumulate."""
+    for owner, name in STAGES:
+        original: Callable[..., Any] = getattr(owner, name)
+        if asyncio.iscoroutinefunction(original):
+
+            async def timed_async(*a: Any, _f: Any = original, _n: str = name, **k: Any) -> Any:
+                t, c = time.perf_counter(), time.process_time()
+                try:
+                    return await _f(*a, **k)
+                finally:
+                    wall[_n] += time.perf_counter() - t
+                    cpu[_n] += time.process_time() - c
+
+            setattr(owner, name, functools.wraps(original)(timed_async))
+        else:
+
+            def timed(*a: Any, _f: Any = original, _n: str = name, **k: Any) -> Any:
+                t, c = time.perf_counter(), time.process_time()
+                try:
+                    return _f(*a, **k)
+                finally:
+                    wall[_n] += time.perf_counter() - t
+                    cpu[_n] += time.process_time() - c
+
+            setattr(owner, name, functools.wraps(original)(timed))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
+    parser.add_argument("--stages", action="store_true", help="per-stage wall/CPU seconds")
     args = parser.parse_args()
     with AnvilProcess() as node, tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp:
         d = deploy_all(node.url)
         job_flows(node.url, d.emitter, args.events, jobs_per_block=JOBS_PER_BLOCK)
         cfg = write_config(Path(tmp), "prof", node.url, d, [("emitter", "erc8183", d.emitter)],
                            max_range=MAX_RANGE)  # fmt: skip
+        run = functools.partial(app.run_backfill, str(cfg), to_block=None, progress=False)
+        if args.stages:
+            wall: dict[str, float] = defaultdict(float)
+            cpu: dict[str, float] = defaultdict(float)
+            _instrument(wall, cpu)
+            t, c = time.perf_counter(), time.process_time()
+            asyncio.run(run())
+            print(f"{'total':<20} wall {time.perf_counter() - t:7.2f} s  "
+                  f"cpu {time.process_time() - c:7.2f} s")  # fmt: skip
+            for name in wall:
+                print(f"{name:<20} wall {wall[name]:7.2f} s  cpu {cpu[name]:7.2f} s")
+            return
+        from pyinstrument import Profiler
+
         profiler = Profiler(interval=0.0005, async_mode="enabled")
         profiler.start()
-        asyncio.run(app.run_backfill(str(cfg), to_block=None, progress=False))
+        asyncio.run(run())
         profiler.stop()
         print(profiler.output_text(unicode=False, color=False, show_all=False))
         RESULTS.mkdir(parents=True, exist_ok=True)
