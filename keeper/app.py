@@ -423,6 +423,9 @@ class Daemon:
                 await t
 
     async def close(self) -> None:
+        sandbox = getattr(self.verifier, "sandbox", None)
+        if sandbox is not None:
+            sandbox.close()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.c.rpc.close()

@@ -95,3 +95,62 @@ def test_timeout_raises(sandbox: Sandbox) -> None:
     with pytest.raises(SandboxTimeout):
         sandbox.run(time.sleep, 5)
     assert sandbox.run(sum, [1, 2, 3]) == 6
+
+
+def _sleep_then(seconds: float, value: int) -> int:
+    time.sleep(seconds)
+    return value
+
+
+def _raise_oserror() -> None:
+    raise OSError("from the worker")
+
+
+def test_worker_killed_mid_call_is_reported_at_once() -> None:
+    """A worker killed by a group SIGTERM ends the call with SandboxCrashed, not the timeout."""
+    import os
+    import signal
+    import threading
+
+    from keeper.verify.sandbox import SandboxCrashed
+
+    box = Sandbox(timeout=60.0)
+    try:
+        assert box.run(_sleep_then, 0.0, 1) == 1
+        assert box._proc is not None
+        pid = box._proc.pid
+        assert pid is not None
+        threading.Timer(0.5, os.kill, (pid, signal.SIGTERM)).start()
+        started = time.monotonic()
+        with pytest.raises(SandboxCrashed):
+            box.run(_sleep_then, 30.0, 2)
+        assert time.monotonic() - started < 10  # far below the 60 s timeout
+        assert box.run(_sleep_then, 0.0, 3) == 3  # a fresh worker serves the next call
+    finally:
+        box.close()
+
+
+def test_close_interrupts_a_waiting_call() -> None:
+    """close() during a long re-run ends it promptly; later calls refuse."""
+    import threading
+
+    from keeper.verify.sandbox import SandboxCrashed
+
+    box = Sandbox(timeout=60.0)
+    threading.Timer(1.0, box.close).start()
+    started = time.monotonic()
+    with pytest.raises(SandboxCrashed):
+        box.run(_sleep_then, 30.0, 1)
+    assert time.monotonic() - started < 10
+    with pytest.raises(SandboxCrashed):
+        box.run(_sleep_then, 0.0, 1)
+
+
+def test_worker_exceptions_are_re_raised_as_they_are() -> None:
+    """An OSError raised by the checked function reaches the caller unchanged."""
+    box = Sandbox(timeout=30.0)
+    try:
+        with pytest.raises(OSError, match="from the worker"):
+            box.run(_raise_oserror)
+    finally:
+        box.close()
