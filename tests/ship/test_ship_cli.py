@@ -133,7 +133,8 @@ class TestExitCodes:
     ) -> None:
         """A config path that does not exist exits 2 and says which file."""
         missing = tmp_path / "nope.toml"
-        extra = ("--to", str(tmp_path / "b.db")) if command == ("db", "backup") else ()
+        backup = command == ("db", "backup")
+        extra: tuple[str, ...] = ("--to", str(tmp_path / "b.db")) if backup else ()
         extra += ("--contract", "0x" + "11" * 20, "--id", "1") if command == ("verify",) else ()
         result = cli(*command, "--config", str(missing), *extra)
         assert result.returncode == EXIT_USAGE, result.stderr
