@@ -376,6 +376,7 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop)
+        tasks: list[asyncio.Task[None]] = []
         try:
             await check_chain_id(self.c.rpc, self.cfg)
             self.rpc_ok = True
@@ -391,7 +392,7 @@ class Daemon:
                 keeper=self.keeper is not None,
                 verifier=self.verifier is not None,
             )
-            tasks = [asyncio.create_task(self.index_loop(), name="index")]
+            tasks.append(asyncio.create_task(self.index_loop(), name="index"))
             if self.verifier is not None:
                 tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
             if self.keeper is not None:
@@ -407,6 +408,11 @@ class Daemon:
             await self.shutdown(tasks)
             return 0
         finally:
+            # cancelled from outside (``keeper devnet --duration``) or a loop crashed:
+            # the other loops must end before the connections they use are closed
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self.close()
 
     def request_stop(self) -> None:

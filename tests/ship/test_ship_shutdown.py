@@ -195,3 +195,26 @@ def test_sigterm_mid_send_persists_and_restart_does_not_resend(
     receipt = escrows.control.call("eth_getTransactionReceipt", tx_hash)
     assert receipt is not None and receipt["status"] == "0x1"
     assert json.loads(json.dumps(receipt))["to"] == escrows.d.commerce
+
+
+def test_devnet_duration_stops_the_daemon_before_closing_it(tmp_path: Path) -> None:
+    """`keeper devnet --duration` cancels the daemon: its loops end before its connections close."""
+    with AnvilProcess() as node:
+        env = clean_env(
+            KEEPER_API__LISTEN=f"127.0.0.1:{free_port()}",
+            KEEPER_LOG__FORMAT="json",
+            KEEPER_CHAIN__POLL_INTERVAL="0.05",
+        )
+        argv = ["devnet", "--rpc", node.url, "--workdir", str(tmp_path), "--duration", "6"]
+        result = subprocess.run(
+            [sys.executable, "-m", "keeper", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "daemon_started" in result.stderr
+    for line in result.stderr.splitlines():
+        assert "never retrieved" not in line and "Session is closed" not in line, line
+        assert '"level": "error"' not in line, line
