@@ -8,7 +8,7 @@
 #
 # Two stages: `build` installs the hash-pinned dependencies into a venv and adds the
 # project as a wheel; `runtime` copies only that venv onto a clean base, so neither the
-# source tree nor any build tool ships. tests/ship/test_install.py performs the same
+# source tree nor any build tool ships. tests/ship/test_ship_install.py performs the same
 # install steps outside a container engine, so a broken step fails the test suite.
 
 # The base is pinned by version; bump it deliberately (and rebuild) for security fixes.
