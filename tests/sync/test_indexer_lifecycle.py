@@ -94,3 +94,50 @@ async def test_rebuild_gives_identical_tables(
         assert h.store.dump() == before
     finally:
         await h.close()
+
+
+async def test_cli_db_rebuild_and_status(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """`keeper db rebuild` restores damaged projections; `keeper status` reports the cursor."""
+    import json
+    import subprocess
+    import sys
+
+    gen = traffic(anvil.url, deployed)
+    await run_traffic(gen, 6)
+    h = await fresh_index(tmp_path, "cli", anvil.url, deployed)
+    try:
+        before = h.store.dump()
+        cursor = h.indexer.start_cursor()
+        h.conn.execute("DELETE FROM tasks")
+        h.conn.execute("UPDATE jobs SET budget = '0'")
+        assert h.store.dump() != before
+    finally:
+        await h.close()
+    config = str(tmp_path / "cli.toml")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "keeper", "db", "rebuild", "--config", config],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    again = Harness(h.cfg)
+    try:
+        assert again.store.dump() == before
+    finally:
+        await again.close()
+    status = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "keeper", "status", "--config", config, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    summary = json.loads(status.stdout)
+    assert summary["cursor"]["indexed_block"] == cursor
+    assert summary["events"]["total"] == len(before["events"])
+    assert summary["counts"]["jobs"][deployed.commerce]
