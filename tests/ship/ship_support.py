@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -149,3 +151,13 @@ def wait_for(
             return
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def dockerfile_healthcheck() -> str:
+    """The Python one-liner of the Dockerfile's HEALTHCHECK, as the container runs it."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    match = re.search(r"^HEALTHCHECK .*?CMD (\[.*\])\s*$", text, re.M)
+    assert match is not None, "no exec-form HEALTHCHECK in the Dockerfile"
+    argv = json.loads(match.group(1))
+    assert argv[:2] == ["python", "-c"], argv
+    return str(argv[2])

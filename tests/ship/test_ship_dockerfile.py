@@ -9,15 +9,18 @@ instructions; tests/ship/test_ship_install.py performs its install steps.
 from __future__ import annotations
 
 import fnmatch
+import http.server
 import json
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
 import pytest
+from ship_support import clean_env, dockerfile_healthcheck, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -156,6 +159,39 @@ class TestDockerfile:
         assert "/healthz" in argv[2] and "urllib.request" in argv[2]
         assert "curl" not in check and "wget" not in check
         compile(argv[2], "healthcheck", "exec")  # the one-liner is valid Python
+        assert argv[2] == dockerfile_healthcheck()
+
+    @pytest.mark.parametrize(("status", "healthy"), [(200, True), (503, False), (None, False)])
+    def test_healthcheck_fails_unless_healthz_answers_200(
+        self, status: int | None, healthy: bool
+    ) -> None:
+        """Run against a real HTTP server: 200 passes; 503 or nothing listening fails."""
+        port = free_port()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(status if self.path == "/healthz" and status else 404)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", port), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        if status is not None:
+            thread.start()
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", dockerfile_healthcheck()],
+                env=clean_env(KEEPER_API__LISTEN=f"0.0.0.0:{port}"),
+                capture_output=True,
+                timeout=30,
+            )
+        finally:
+            if status is not None:
+                server.shutdown()
+            server.server_close()
+        assert (result.returncode == 0) is healthy
 
     def test_data_volume_and_api_port_declared(self, parsed: list[tuple[str, str]]) -> None:
         """/data is a volume and the API port is exposed where the listen override points."""

@@ -25,6 +25,7 @@ from ship_support import (
     ROOT,
     Installed,
     clean_env,
+    dockerfile_healthcheck,
     free_port,
     http_get,
     install_like_the_dockerfile,
@@ -138,6 +139,12 @@ class TestInstalledDaemon:
 
             wait_for(indexed_events, 90, "the installed daemon to index devnet events")
             assert http_get(f"{base}/healthz")[0] == 200
+            probe = subprocess.run(  # the image's HEALTHCHECK, with the installed interpreter
+                [installed.python, "-c", dockerfile_healthcheck()],
+                env=clean_env(KEEPER_API__LISTEN=f"0.0.0.0:{port}"),
+                timeout=30,
+            )
+            assert probe.returncode == 0
             config = workdir / "keeper.toml"
             check = run(installed, "config", "check", "--config", str(config), cwd=tmp_path)
             assert check.returncode == 0, check.stderr
