@@ -196,7 +196,9 @@ class Transactions:
             self.store.mark_attempt(latest.id, "sent", sent_block=head.number)
             return
         sent_block = latest.sent_block if latest.sent_block is not None else head.number
-        if head.number - sent_block >= self.settings.bump_after_blocks:
+        # Only the chain's next nonce can be stuck on its fee; a later one waits
+        # for it, and raising its fee would only burn money.
+        if nonce == mined and head.number - sent_block >= self.settings.bump_after_blocks:
             await self._replace(latest, head, summary)
 
     async def _on_receipt(

@@ -420,10 +420,15 @@ class IntentStore:
         return None if row[0] is None else int(row[0]) + 1
 
     def used_nonces(self, signer: str, from_nonce: int) -> set[int]:
-        """Nonces at or above ``from_nonce`` that carry a (possibly) broadcast attempt."""
+        """Nonces at or above ``from_nonce`` that carry an attempt that may still land.
+
+        Refused (``failed``) and ``dropped`` attempts do not count: a nonce the
+        chain once spent on someone else's transaction is free again after a
+        reorg takes that transaction out, and must be filled.
+        """
         rows = self.conn.execute(
             "SELECT DISTINCT nonce FROM keeper_attempts WHERE chain_id = ? AND signer = ?"
-            " AND nonce >= ? AND status != 'failed'",
+            " AND nonce >= ? AND status NOT IN ('failed', 'dropped')",
             (self.chain_id, signer, from_nonce),
         ).fetchall()
         return {int(r[0]) for r in rows}

@@ -115,6 +115,22 @@ class Escrows:
         raw = "0x" + signed.raw_transaction.hex()
         return str(rpc_call(self.url, "eth_sendRawTransaction", [raw]))
 
+    def send_with_nonce(self, key: str, to: str, data: str, nonce: int, max_fee: int) -> str:
+        """A raw transaction at an explicit nonce (for a key also used by a keeper)."""
+        tx = {
+            "type": 2,
+            "chainId": 31337,
+            "nonce": nonce,
+            "to": to_checksum_address(to),
+            "data": data,
+            "value": 0,
+            "gas": 21_000,
+            "maxFeePerGas": max_fee,
+            "maxPriorityFeePerGas": max_fee,
+        }
+        raw = "0x" + Account.sign_transaction(tx, key).raw_transaction.hex()
+        return str(rpc_call(self.url, "eth_sendRawTransaction", [raw]))
+
     def wait(self, tx_hashes: list[str]) -> None:
         """Require every setup transaction to be mined successfully."""
         for tx_hash in tx_hashes:

@@ -115,13 +115,16 @@ class TestAttempts:
         assert [a.tx_hash[:4] for a in store.attempts_at(SIGNER, 2)] == ["0xa1", "0xb2"]
 
     def test_nonce_floor_ignores_refused_attempts(self, store: IntentStore) -> None:
-        """A nonce the node refused outright does not move the floor; used nonces exclude it."""
+        """Refused nonces do not move the floor; refused and dropped ones are not 'used'."""
         assert store.next_nonce_floor(SIGNER) is None
         [i] = store.open_decisions([act("1")], 10, "0xaa")
         attempt(store, 3, [i.id], "a1")
         refused = attempt(store, 4, [i.id], "b2")
         store.mark_attempt(refused, "failed")
         assert store.next_nonce_floor(SIGNER) == 4
+        assert store.used_nonces(SIGNER, 0) == {3}
+        dropped = attempt(store, 2, [i.id], "c3")
+        store.mark_attempt(dropped, "dropped")  # a reorg may free its nonce again
         assert store.used_nonces(SIGNER, 0) == {3}
 
     def test_orphans_are_inflight_intents_without_live_attempts(self, store: IntentStore) -> None:

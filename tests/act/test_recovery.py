@@ -296,3 +296,39 @@ class TestReorg:
         [again] = keeper.store.all_intents()
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
+
+
+class TestNonceGap:
+    """A nonce spent by someone else and then freed by a reorg is filled, not waited on."""
+
+    async def test_freed_nonce_is_filled_after_reorg(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Our tx at nonce 1 loses to a foreign one, a reorg frees nonce 1: no nonce stays stuck."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(2, expiry)
+        keeper = make_keeper(batch_size=1)
+        escrows.control.mine_at(expiry)
+        escrows.control.set_automine(False)
+        try:
+            assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 2
+            ours = keeper.store.attempts_at(keeper.address, 1)[0]
+            # the same key used elsewhere outbids our nonce-1 transaction in the pool
+            foreign = escrows.send_with_nonce(
+                KEEPER_KEYS[0], keeper.address, "0x", 1, 10 * ours.max_fee
+            )
+            escrows.control.mine()
+        finally:
+            escrows.control.set_automine(True)
+        assert escrows.control.call("eth_getTransactionReceipt", foreign) is not None
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert keeper.store.attempts_at(keeper.address, 1)[0].status == "dropped"
+        escrows.control.reorg(2)  # takes out both our nonce 0 and the foreign nonce 1
+        for _ in range(keeper.settings.redecide_after_blocks + 3):
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            escrows.control.mine()
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+        pending = nonce_of(escrows, KEEPER_KEYS[0], "pending")
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == pending  # nothing left waiting in the pool
+        assert keeper.store.open_nonces(keeper.address) == {}
