@@ -287,7 +287,7 @@ class Daemon:
             planner=PlannerConfig(
                 shard=k.shard, shards=k.shards, shard_fallback_seconds=k.shard_fallback_seconds
             ),
-            multicall=getattr(k, "multicall", None) or None,
+            multicall=k.multicall or None,
             reorg_watch_blocks=self.cfg.chain.window,
         )
         self.keeper = Keeper(

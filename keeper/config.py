@@ -145,6 +145,7 @@ class KeeperConfig:
     shards: int = 1
     shard_fallback_seconds: int = 300
     gas_margin: float = 1.2
+    multicall: str = ""
 
     @property
     def max_fee_wei(self) -> int:
@@ -286,6 +287,11 @@ def _address(value: object) -> str:
     if not _ADDRESS_RE.match(text):
         raise _Bad(f"not an address: {_show(text)}")
     return text.lower()
+
+
+def _optional_address(value: object) -> str:
+    """An address, or "" for none."""
+    return "" if _str(value) == "" else _address(value)
 
 
 def _choice(*choices: str) -> Callable[[object], str]:
@@ -454,6 +460,7 @@ _KEEPER: dict[str, _Key] = {
     "shards": _Key(_pos_int, 1),
     "shard_fallback_seconds": _Key(_nonneg_int, 300),
     "gas_margin": _Key(_gas_margin, 1.2),
+    "multicall": _Key(_optional_address, "", env=_env_str),
 }
 _API: dict[str, _Key] = {
     "listen": _Key(_listen, "127.0.0.1:9464", env=_env_str),

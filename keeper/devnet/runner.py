@@ -90,6 +90,7 @@ def render_config(
         "[keeper]",
         "enabled = true",
         f"private_key_env = {_toml_str(KEEPER_KEY_ENV)}",
+        f"multicall = {_toml_str(deployment.multicall)}",
         "",
         "[api]",
         f"listen = {_toml_str(api_listen)}",
