@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -128,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`keeper config check | head`): not a failure of ours;
+        # point stdout at /dev/null so the interpreter's final flush stays quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _exit_quietly(signum: int, frame: object) -> None:

@@ -201,3 +201,21 @@ class TestExitCodes:
         result = cli("status", "--config", str(path))
         assert result.returncode == EXIT_FAILED
         assert "no database" in result.stderr
+
+
+def test_closed_pipe_is_not_an_error() -> None:
+    """`keeper config check | head` exits 0 with no traceback when the reader leaves early."""
+    import sys
+
+    example = Path(__file__).resolve().parents[2] / "config" / "keeper.example.toml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "keeper", "config", "check", "--config", str(example)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the command prints anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err
