@@ -82,7 +82,12 @@ def sync_settings(cfg: Config) -> SyncSettings:
 def open_database(cfg: Config) -> sqlite3.Connection:
     conn = dbmod.connect(cfg.database.path)
     migrate(conn)
+    dbmod.refresh_statistics(conn)
     return conn
+
+
+# How often the daemon refreshes the query planner's statistics as tables grow.
+STATISTICS_INTERVAL_SECONDS = 600.0
 
 
 def load(config_path: str) -> Config:
@@ -362,6 +367,12 @@ class Daemon:
             self.wake.clear()
             await self._wait_wake()
 
+    async def maintain_loop(self) -> None:
+        while not self.stop.is_set():
+            await self._sleep(self.stop, STATISTICS_INTERVAL_SECONDS)
+            if not self.stop.is_set():
+                dbmod.refresh_statistics(self.c.conn)
+
     async def _wait_wake(self) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wake.wait(), timeout=self.cfg.chain.poll_interval)
@@ -393,6 +404,7 @@ class Daemon:
                 verifier=self.verifier is not None,
             )
             tasks.append(asyncio.create_task(self.index_loop(), name="index"))
+            tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
             if self.verifier is not None:
                 tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
             if self.keeper is not None:

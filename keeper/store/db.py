@@ -26,3 +26,18 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=10000")
     conn.row_factory = sqlite3.Row
     return conn
+
+
+# Rows ANALYZE samples per index: enough for the planner to tell a selective
+# filter from a broad one, cheap enough to run while the daemon works.
+ANALYSIS_LIMIT = 1000
+
+
+def refresh_statistics(conn: sqlite3.Connection) -> None:
+    """Give the query planner current table statistics (bounded cost).
+
+    Without them SQLite may answer a filtered, ordered API page by sorting
+    every matching row instead of walking an index already in page order.
+    """
+    conn.execute(f"PRAGMA analysis_limit = {ANALYSIS_LIMIT}")
+    conn.execute("ANALYZE")

@@ -129,4 +129,12 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_evaluator ON tasks (evaluator);
     CREATE INDEX tasks_order ON tasks (created_block, contract, task_id)
     """,
+    # 2: list pages filtered by contract and/or status come out of an index already in
+    # page order, instead of sorting every matching row per request
+    """
+    CREATE INDEX jobs_contract_status_page ON jobs (contract, status, created_block, job_id);
+    CREATE INDEX jobs_status_page ON jobs (status, created_block, contract, job_id);
+    CREATE INDEX tasks_contract_status_page ON tasks (contract, status, created_block, task_id);
+    CREATE INDEX tasks_status_page ON tasks (status, created_block, contract, task_id)
+    """,
 ]
