@@ -175,8 +175,7 @@ class Transactions:
         live = [a for a in attempts if a.status in ACTIVE_ATTEMPT]
         if not live:
             return
-        if nonce < mined:
-            # the chain spent this nonce and none of our hashes has a receipt
+        if nonce < mined and await self._spent_by_another(nonce, live):
             for a in live:
                 self.store.mark_attempt(a.id, "dropped")
                 ids = self.store.attempt_intent_ids(a.id)
@@ -200,6 +199,20 @@ class Transactions:
         # for it, and raising its fee would only burn money.
         if nonce == mined and head.number - sent_block >= self.settings.bump_after_blocks:
             await self._replace(latest, head, summary)
+
+    async def _spent_by_another(self, nonce: int, live: list[Attempt]) -> bool:
+        """Whether the chain spent ``nonce`` on a transaction that is none of ours.
+
+        Asked again after the receipts came back empty: a reorg between the
+        count and the receipt lookups must not make us give up a transaction
+        that is simply being moved to another block.
+        """
+        if nonce >= await self.rpc.get_transaction_count(self.address, "latest"):
+            return False
+        for attempt in live:
+            if await self.rpc.get_transaction_by_hash(attempt.tx_hash) is not None:
+                return False
+        return True
 
     async def _on_receipt(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -32,6 +33,13 @@ async def head(rpc: RpcClient) -> BlockHeader:
 
 def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
     return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
+
+
+def intent_receipt_hash(keeper: Keeper, intent_id: int) -> str:
+    row = keeper.store.conn.execute(
+        "SELECT receipt_hash FROM keeper_intents WHERE id = ?", (intent_id,)
+    ).fetchone()
+    return str(row[0])
 
 
 def sends(proxy: RpcProxy) -> int:
@@ -332,3 +340,39 @@ class TestNonceGap:
         pending = nonce_of(escrows, KEEPER_KEYS[0], "pending")
         assert nonce_of(escrows, KEEPER_KEYS[0]) == pending  # nothing left waiting in the pool
         assert keeper.store.open_nonces(keeper.address) == {}
+
+
+@pytest.mark.parametrize("seed", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
+async def test_random_reorgs_settle_every_refund_once(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, seed: int
+) -> None:
+    """Under random reorgs (time going back too), every job ends refunded, no nonce stuck."""
+    rng = random.Random(seed)
+    start = escrows.now()
+    ids: list[str] = []
+    for k in range(10):
+        ids += escrows.funded_jobs(1, start + 100 + 40 * k)
+    escrows.control.mine(13)
+    multicall = None if seed % 2 else escrows.d.multicall  # single calls and batches
+    keeper = make_keeper(confirmations=2, batch_size=3, multicall=multicall)
+    for _ in range(40):
+        escrows.control.increase_time(rng.randint(5, 40))
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        if rng.random() < 0.5:
+            escrows.control.reorg(rng.randint(1, 6))
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+    escrows.control.increase_time(1000)
+    for _ in range(keeper.settings.redecide_after_blocks * 3):
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+    assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+    assert keeper.store.open_nonces(keeper.address) == {}
+    assert nonce_of(escrows, KEEPER_KEYS[0]) == nonce_of(escrows, KEEPER_KEYS[0], "pending")
+    intents = keeper.store.all_intents()
+    assert sorted(i.subject for i in intents) == sorted(ids)
+    assert {i.outcome for i in intents} == {"confirmed"}
+    for intent in intents:  # the recorded refund is the one on the surviving chain
+        receipt = escrows.control.call("eth_getTransactionReceipt", intent.tx_hash)
+        assert receipt is not None and receipt["blockHash"] == intent_receipt_hash(
+            keeper, intent.id
+        )
