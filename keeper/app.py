@@ -25,6 +25,7 @@ import structlog
 from aiohttp import web
 
 from keeper import __version__
+from keeper.api.serve import ApiThread
 from keeper.config import Config, load_config, redacted
 from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
@@ -187,7 +188,7 @@ class Daemon:
         self.c = build(cfg, self.wake)
         self.keeper: Any = None
         self.verifier: Any = None
-        self.runner: web.AppRunner | None = None
+        self.api: ApiThread | None = None
         self.rpc_ok = False
 
     # status for the API
@@ -239,27 +240,28 @@ class Daemon:
         )
         return readiness_checks(inputs)
 
-    async def start_api(self) -> None:
+    def start_api(self) -> None:
         if not self.cfg.api.enabled:
             return
         from keeper.api.app import make_app
+        from keeper.api.serve import ApiThread
         from keeper.api.submit import submission_handler
 
-        app = make_app(
-            self.cfg.database.path,
-            self.c.metrics.registry,
-            self.status,
-            readiness=self.readiness,
-            contracts={c.name: c.address for c in self.cfg.contracts},
-            protocols={c.address: EscrowProtocol(c.protocol) for c in self.cfg.contracts},
-            chain_id=self.cfg.chain.chain_id,
-            submit_verdict=submission_handler(self.cfg.database.path, self.cfg.chain.chain_id),
-        )
+        def build_app() -> web.Application:
+            return make_app(
+                self.cfg.database.path,
+                self.c.metrics.registry,
+                self.status,
+                readiness=self.readiness,
+                contracts={c.name: c.address for c in self.cfg.contracts},
+                protocols={c.address: EscrowProtocol(c.protocol) for c in self.cfg.contracts},
+                chain_id=self.cfg.chain.chain_id,
+                submit_verdict=submission_handler(self.cfg.database.path, self.cfg.chain.chain_id),
+            )
+
         host, _, port = self.cfg.api.listen.rpartition(":")
-        self.runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host.strip("[]") or "127.0.0.1", int(port))
-        await site.start()
+        self.api = ApiThread(build_app, host.strip("[]") or "127.0.0.1", int(port))
+        self.api.start()
         log.info("api_listening", listen=self.cfg.api.listen)
 
     def build_keeper(self) -> None:
@@ -395,7 +397,7 @@ class Daemon:
             self.build_verifier()
             if self.keeper is not None:
                 await self.keeper.recover()
-            await self.start_api()
+            self.start_api()
             log.info(
                 "daemon_started",
                 chain_id=self.cfg.chain.chain_id,
@@ -444,8 +446,8 @@ class Daemon:
         sandbox = getattr(self.verifier, "sandbox", None)
         if sandbox is not None:
             sandbox.close()
-        if self.runner is not None:
-            await self.runner.cleanup()
+        if self.api is not None:
+            await asyncio.to_thread(self.api.stop)
         await self.c.rpc.close()
         self.c.conn.close()
         log.info("daemon_stopped")
