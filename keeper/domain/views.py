@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from eth_abi.abi import decode as abi_decode
-from eth_abi.abi import encode as abi_encode
 from eth_utils.crypto import keccak
 
 from keeper.domain.model import ArgValue
@@ -80,16 +79,26 @@ VIEWS: Mapping[str, ViewSpec] = {
 }
 
 
+_SELECTORS: Mapping[str, bytes] = {kind: spec.selector for kind, spec in VIEWS.items()}
+
+
 def encode_view(kind: str, subject: str) -> bytes:
-    """Calldata for view ``kind`` about ``subject`` (job id decimal, task id hex, or "")."""
+    """Calldata for view ``kind`` about ``subject`` (job id decimal, task id hex, or "").
+
+    Every view takes at most one static word, so the encoding is written out
+    directly: a backfill encodes one call per job created.
+    """
     spec = VIEWS[kind]
-    args: list[object] = []
-    for typ in spec.arg_types:
-        if typ == "uint256":
-            args.append(int(subject))
-        elif typ == "bytes32":
-            args.append(bytes.fromhex(subject.removeprefix("0x")))
-    return spec.selector + abi_encode(list(spec.arg_types), args)
+    if not spec.arg_types:
+        return _SELECTORS[kind]
+    (typ,) = spec.arg_types
+    if typ == "uint256":
+        word = int(subject).to_bytes(32, "big")
+    else:  # bytes32
+        word = bytes.fromhex(subject.removeprefix("0x"))
+        if len(word) != 32:
+            raise ValueError(f"{kind}: a bytes32 argument needs 32 bytes, got {len(word)}")
+    return _SELECTORS[kind] + word
 
 
 def decode_view(kind: str, data: bytes) -> dict[str, ArgValue]:

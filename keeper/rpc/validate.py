@@ -77,7 +77,50 @@ def parse_block(raw: Any) -> BlockHeader:
     )
 
 
-def parse_log(raw: Any) -> Log:
+class _Memo:
+    """Values already validated in one response, by kind.
+
+    A getLogs answer repeats the same block hash, transaction hash, address,
+    topic0 and block number across many logs; checking each distinct string
+    once (then a dict lookup) is most of what parsing a large answer costs.
+    """
+
+    __slots__ = ("address", "hash", "quantity")
+
+    def __init__(self) -> None:
+        self.hash: dict[str, str] = {}
+        self.address: dict[str, str] = {}
+        self.quantity: dict[str, int] = {}
+
+
+def _memo_hash(value: Any, what: str, memo: _Memo | None) -> str:
+    if memo is None or not isinstance(value, str):
+        return hash32(value, what)
+    found = memo.hash.get(value)
+    if found is None:
+        found = memo.hash[value] = hash32(value, what)
+    return found
+
+
+def _memo_address(value: Any, what: str, memo: _Memo | None) -> str:
+    if memo is None or not isinstance(value, str):
+        return address(value, what)
+    found = memo.address.get(value)
+    if found is None:
+        found = memo.address[value] = address(value, what)
+    return found
+
+
+def _memo_quantity(value: Any, what: str, memo: _Memo | None) -> int:
+    if memo is None or not isinstance(value, str):
+        return quantity(value, what)
+    found = memo.quantity.get(value)
+    if found is None:
+        found = memo.quantity[value] = quantity(value, what)
+    return found
+
+
+def parse_log(raw: Any, memo: _Memo | None = None) -> Log:
     """One ``eth_getLogs`` entry; a pending or removed log is refused."""
     if not isinstance(raw, Mapping):
         raise InvalidResponse("log: not an object")
@@ -87,13 +130,15 @@ def parse_log(raw: Any) -> Log:
     if not isinstance(topics_raw, list) or len(topics_raw) > 4:
         raise InvalidResponse("log.topics: not a list of at most 4 hashes")
     return Log(
-        address=address(_field(raw, "address", "log"), "log.address"),
-        topics=tuple(hash32(t, "log.topics[]") for t in topics_raw),
+        address=_memo_address(_field(raw, "address", "log"), "log.address", memo),
+        topics=tuple(_memo_hash(t, "log.topics[]", memo) for t in topics_raw),
         data=data(_field(raw, "data", "log"), "log.data"),
-        block_number=quantity(_field(raw, "blockNumber", "log"), "log.blockNumber"),
-        block_hash=hash32(_field(raw, "blockHash", "log"), "log.blockHash"),
-        tx_hash=hash32(_field(raw, "transactionHash", "log"), "log.transactionHash"),
-        tx_index=quantity(_field(raw, "transactionIndex", "log"), "log.transactionIndex"),
+        block_number=_memo_quantity(_field(raw, "blockNumber", "log"), "log.blockNumber", memo),
+        block_hash=_memo_hash(_field(raw, "blockHash", "log"), "log.blockHash", memo),
+        tx_hash=_memo_hash(_field(raw, "transactionHash", "log"), "log.transactionHash", memo),
+        tx_index=_memo_quantity(
+            _field(raw, "transactionIndex", "log"), "log.transactionIndex", memo
+        ),
         log_index=quantity(_field(raw, "logIndex", "log"), "log.logIndex"),
     )
 
@@ -118,8 +163,9 @@ def validate_logs(
     hashes: dict[int, str] = {}
     seen: set[tuple[int, int]] = set()
     logs: list[Log] = []
+    memo = _Memo()
     for item in raw:
-        log = parse_log(item)
+        log = parse_log(item, memo)
         if from_block is not None and log.block_number < from_block:
             raise InvalidResponse("logs: a log below fromBlock")
         if to_block is not None and log.block_number > to_block:
