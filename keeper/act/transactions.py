@@ -112,6 +112,7 @@ class Transactions:
         mined = await self.rpc.get_transaction_count(self.address, "latest")
         pending = await self.rpc.get_transaction_count(self.address, "pending")
         self._book.observe_chain(pending)
+        self._reopen_unmined(mined, head)
         await self._watch_reorgs(head)
         open_nonces = self.store.open_nonces(self.address)
         for nonce, attempts in sorted(open_nonces.items()):
@@ -123,6 +124,31 @@ class Transactions:
             log.warning("keeper_nonce_gaps", gaps=self._gaps[:20], count=len(self._gaps))
         if self.metrics:
             self.metrics.pending_txs.set(len(self.store.open_nonces(self.address)))
+
+    def _reopen_unmined(self, mined: int, head: BlockHeader) -> None:
+        """Confirmed attempts at nonces the chain has not spent were reorged out: reopen them.
+
+        The signer's mined count is the authority here, whatever the depth of
+        the reorg or how many heads this keeper skipped while it happened.
+        """
+        for attempt in self.store.confirmed_from_nonce(self.address, mined):
+            log.warning("keeper_confirmed_tx_reorged", tx_hash=attempt.tx_hash, nonce=attempt.nonce)
+            self._reopen(attempt, None, head)
+
+    def _reopen(
+        self, attempt: Attempt, receipt: Mapping[str, Any] | None, head: BlockHeader
+    ) -> None:
+        """Put a confirmed attempt (and the intents it confirmed) back in flight."""
+        confirmed_by_it = [
+            i.id
+            for i in self.store.intents(self.store.attempt_intent_ids(attempt.id))
+            if i.outcome == "confirmed" and i.tx_hash == attempt.tx_hash
+        ]
+        self.store.set_outcome(confirmed_by_it, None, status="inflight")
+        if receipt is not None:
+            self.store.mark_attempt(attempt.id, "mined", receipt=landed(receipt).as_tuple())
+        else:
+            self.store.mark_attempt(attempt.id, "sent", sent_block=head.number)
 
     async def _watch_reorgs(self, head: BlockHeader) -> None:
         """A confirmed transaction whose block left the chain is in flight again.
@@ -146,16 +172,7 @@ class Transactions:
             if receipt is not None and landed(receipt).block_hash == attempt.receipt_hash:
                 continue  # a lagging node served an old header: the receipt is still there
             log.warning("keeper_confirmed_tx_reorged", tx_hash=attempt.tx_hash)
-            confirmed_by_it = [
-                i.id
-                for i in self.store.intents(self.store.attempt_intent_ids(attempt.id))
-                if i.outcome == "confirmed" and i.tx_hash == attempt.tx_hash
-            ]
-            self.store.set_outcome(confirmed_by_it, None, status="inflight")
-            if receipt is not None:
-                self.store.mark_attempt(attempt.id, "mined", receipt=landed(receipt).as_tuple())
-            else:
-                self.store.mark_attempt(attempt.id, "sent", sent_block=head.number)
+            self._reopen(attempt, receipt, head)
 
     async def _reconcile_nonce(
         self,

@@ -401,6 +401,15 @@ class IntentStore:
         ).fetchall()
         return [_attempt(r) for r in rows]
 
+    def confirmed_from_nonce(self, signer: str, nonce: int) -> list[Attempt]:
+        """Confirmed attempts at ``nonce`` or above (the chain says those are not spent)."""
+        rows = self.conn.execute(
+            "SELECT * FROM keeper_attempts WHERE chain_id = ? AND signer = ?"
+            " AND status = 'confirmed' AND nonce >= ? ORDER BY nonce",
+            (self.chain_id, signer, nonce),
+        ).fetchall()
+        return [_attempt(r) for r in rows]
+
     def confirmed_since(self, signer: str, block: int) -> list[Attempt]:
         """Confirmed attempts whose receipt block is at or above ``block`` (reorg watch)."""
         rows = self.conn.execute(

@@ -305,6 +305,29 @@ class TestReorg:
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
 
+    async def test_reorg_beyond_the_watch_window_is_caught_by_the_nonce(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A keeper that slept through a reorg older than its watch window still re-executes."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.mine_at(expiry)
+        keeper = make_keeper(reorg_watch_blocks=2)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        escrows.control.mine(4)
+        escrows.control.reorg(6)  # the refund's block goes, 6 blocks deep
+        escrows.control.mine(4)  # ... and the keeper only wakes up 4 blocks later
+        assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
+        for _ in range(3):
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            escrows.control.mine()
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+
 
 class TestNonceGap:
     """A nonce spent by someone else and then freed by a reorg is filled, not waited on."""
