@@ -15,7 +15,7 @@ import pytest
 # the lead's indexer helpers (fresh_index, table_diff, ...) live beside the sync tests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
-from rel_report import REPORT  # noqa: E402
+from rel_report import REPORT
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

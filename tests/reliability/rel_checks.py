@@ -62,7 +62,7 @@ async def converge_and_check(
     tmp: Path,
     fig: Figures,
     *,
-    timeout: float = 120.0,
+    within: float = 120.0,
 ) -> Final:
     """Let the running daemon finish every due action, stop it, and check everything."""
     assert daemon.alive(), daemon.tail()
@@ -71,7 +71,7 @@ async def converge_and_check(
     try:
         due: list[object] = []
         unsettled: list[object] = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             # a block on top confirms the keeper's last transactions and moves chain time
             await asyncio.to_thread(chain.mine, 1)

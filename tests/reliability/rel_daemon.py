@@ -133,8 +133,8 @@ class DaemonProc:
         finally:
             conn.close()
 
-    async def aget(self, path: str, timeout: float = 5.0) -> tuple[int, bytes] | None:
-        return await asyncio.to_thread(self.get, path, timeout)
+    async def aget(self, path: str, limit: float = 5.0) -> tuple[int, bytes] | None:
+        return await asyncio.to_thread(self.get, path, limit)
 
     async def status(self) -> dict[str, Any] | None:
         reply = await self.aget("/v1/status")
@@ -143,16 +143,16 @@ class DaemonProc:
         data: dict[str, Any] = json.loads(reply[1])
         return data
 
-    async def wait_ready(self, timeout: float, min_indexed: int = -1) -> float | None:
+    async def wait_ready(self, within: float, min_indexed: int = -1) -> float | None:
         """Seconds from start to /readyz 200 with the cursor at ``min_indexed`` or beyond.
 
         None when the process died or the time ran out (the caller shows the log).
         """
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             if not self.alive():
                 return None
-            ready = await self.aget("/readyz", timeout=2)
+            ready = await self.aget("/readyz", limit=2)
             if ready is not None and ready[0] == 200:
                 status = await self.status()
                 indexed = None if status is None else status.get("indexed_block")
@@ -161,9 +161,9 @@ class DaemonProc:
             await asyncio.sleep(0.05)
         return None
 
-    async def wait_indexed(self, block: int, timeout: float) -> bool:
+    async def wait_indexed(self, block: int, within: float) -> bool:
         """Whether the cursor reached ``block`` while the process stayed up."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline and self.alive():
             status = await self.status()
             if status is not None and (status.get("indexed_block") or -1) >= block:
