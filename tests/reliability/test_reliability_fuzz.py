@@ -26,10 +26,11 @@ from rel_report import REPORT
 from rel_sizes import SIZES, Size
 
 from keeper.api.params import BadParam, parse_list_query
-from keeper.config import ConfigError, load_config, parse_config
+from keeper.config import load_config, parse_config
 from keeper.devnet.evaluator_service import load_fixtures, schemaeval_verdict, verdict_digest
 from keeper.domain.events import SPECS, decode_log
 from keeper.domain.model import Log, Protocol
+from keeper.errors import ConfigError
 from keeper.verify.canonical import keccak_hex
 from keeper.verify.checks import CheckConfig, VerdictFacts, check_reexecution, run_checks
 from keeper.verify.document import InvalidDocument, parse_object
@@ -466,9 +467,9 @@ def config_trees(draw: st.DrawFn) -> dict[str, Any]:
             names = st.sampled_from(keys) | st.text(string.ascii_lowercase + "_", min_size=1)
             tree[section] = draw(st.dictionaries(names, toml_values, max_size=6))
     if draw(st.booleans()):
-        keys = st.sampled_from(["name", "protocol", "address", "start_block", "bogus"])
+        fields = st.sampled_from(["name", "protocol", "address", "start_block", "bogus"])
         values = toml_values | st.sampled_from(["erc8183", "taskmarket", "c1"])
-        tree["contracts"] = draw(st.lists(st.dictionaries(keys, values, max_size=5), max_size=3))
+        tree["contracts"] = draw(st.lists(st.dictionaries(fields, values, max_size=5), max_size=3))
     if draw(st.booleans()):
         # plain names: a raw newline in a key would split the one-line-per-problem message
         key_chars = string.ascii_letters + string.digits + "_-.$@"

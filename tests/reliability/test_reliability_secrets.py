@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rel_daemon import DaemonProc, keeper_traffic
 from rel_report import REPORT
+from rel_sizes import SIZES, Size
 from support.rpc_proxy import RpcProxy
 from sync_support import write_config
 
@@ -54,11 +55,12 @@ def cli(*args: str, env: dict[str, str]) -> str:
     return (done.stdout + done.stderr).decode(errors="replace")
 
 
+@pytest.mark.parametrize("size", SIZES)
 async def test_no_secret_in_logs_metrics_api_cli_or_exceptions(
-    anvil: AnvilProcess, tmp_path: Path
+    size: Size, anvil: AnvilProcess, tmp_path: Path
 ) -> None:
     """Zero hits of the key, the password or the API key anywhere the daemon speaks."""
-    fig = REPORT.figures("fast")
+    fig = REPORT.figures(size.name)
     needles = secret_needles(KEEPER_KEY)
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     dead = free_port()
@@ -80,7 +82,7 @@ async def test_no_secret_in_logs_metrics_api_cli_or_exceptions(
         try:
             assert await daemon.wait_ready(90) is not None, daemon.tail()
             gen = keeper_traffic(anvil.url, deployed, interval=0.05)
-            await gen.run(12)  # deadlines fall due: the keeper signs and sends
+            await gen.run(max(12, size.fault_steps // 2))  # the keeper signs and sends
             await asyncio.sleep(2.0)
             conn = sqlite3.connect(cfg.database.path)
             try:

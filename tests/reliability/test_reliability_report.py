@@ -1,0 +1,61 @@
+"""The report writer: what it records, where it writes, and what the summary says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rel_report import JSON_NAME, MD_NAME, Report, report_dir
+
+
+class TestReport:
+    def test_nothing_is_written_before_any_figure(self, tmp_path: Path) -> None:
+        """A session that ran no reliability test leaves no report behind."""
+        assert Report().flush(tmp_path) is None
+        assert list(tmp_path.iterdir()) == []
+
+    def test_recovery_keeps_the_worst_and_the_count(self) -> None:
+        """Recovery times are reduced to how many were measured and the slowest one."""
+        report = Report()
+        for seconds in (1.25, 3.5, 0.75):
+            report.recovery("fast", seconds)
+        fig = report.figures("fast")
+        assert fig.crash_recoveries_measured == 3
+        assert fig.crash_worst_recovery_seconds == 3.5
+
+    def test_json_and_markdown_carry_the_figures_per_size(self, tmp_path: Path) -> None:
+        """Both files show each size's kills, reorgs, faults, fuzz cases and leak counts."""
+        report = Report()
+        fast = report.figures("fast")
+        fast.crash_kills_total, fast.crash_kills_survived = 20, 19
+        fast.faults_injected["flaky"] += 7
+        fast.fuzz_cases["config"] += 200
+        report.figures("long").reorgs_total = 200
+        assert report.flush(tmp_path) == tmp_path
+        data = json.loads((tmp_path / JSON_NAME).read_text())
+        assert data["sizes"]["fast"]["faults_injected"] == {"flaky": 7}
+        assert data["sizes"]["fast"]["fuzz_cases"] == {"config": 200}
+        assert data["sizes"]["long"]["reorgs_total"] == 200
+        text = (tmp_path / MD_NAME).read_text()
+        assert "| crash kills survived | 19 / 20 |" in text
+        assert "| reorgs survived | 0 / 200 |" in text
+        assert "flaky 7" in text and "config 200" in text
+        assert text.index("## fast") < text.index("## long")
+
+    def test_failed_checks_are_listed(self, tmp_path: Path) -> None:
+        """A failed check recorded by a torture shows up under its size."""
+        report = Report()
+        report.figures("long").checks_failed.append("tables differ from a fresh backfill")
+        report.flush(tmp_path)
+        assert "- tables differ from a fresh backfill" in (tmp_path / MD_NAME).read_text()
+
+    def test_directory_comes_from_the_environment(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """RELIABILITY_REPORT_DIR moves the report; without it the working directory is used."""
+        monkeypatch.setenv("RELIABILITY_REPORT_DIR", str(tmp_path / "out"))
+        assert report_dir() == tmp_path / "out"
+        monkeypatch.delenv("RELIABILITY_REPORT_DIR")
+        monkeypatch.chdir(tmp_path)
+        assert report_dir() == tmp_path
