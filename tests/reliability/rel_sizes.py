@@ -24,5 +24,10 @@ LONG = Size("long", crash_kills=200, reorgs=200, fault_steps=160, fuzz_examples=
 # parametrize a test over both; only the long one is slow (and reliability-marked)
 SIZES = [
     pytest.param(FAST, id="fast"),
-    pytest.param(LONG, id="long", marks=[pytest.mark.slow, pytest.mark.reliability]),
+    pytest.param(
+        LONG,
+        id="long",
+        # 200 kills or reorgs take far longer than the suite's default 300 s per test
+        marks=[pytest.mark.slow, pytest.mark.reliability, pytest.mark.timeout(7200)],
+    ),
 ]

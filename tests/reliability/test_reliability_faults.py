@@ -46,7 +46,12 @@ def arm(proxy: RpcProxy, size: Size) -> None:
     proxy.rules.on("eth_call", error=20 * scale, error_message="header not found")
     proxy.rules.on("eth_getBlockByNumber", garbage=5 * scale, truncate=5 * scale)
     proxy.rules.on("eth_getTransactionReceipt", null_result=5 * scale)
-    # sends: replies lost after forwarding, and pool refusals in several clients' words
+    arm_sends(proxy, scale)
+
+
+def arm_sends(proxy: RpcProxy, scale: int) -> None:
+    """Replies lost after forwarding, and a pool refusal in geth's words (either endpoint
+    may carry the sends: the client prefers the healthier one)."""
     proxy.rules.on("eth_sendRawTransaction", drop_reply=3 * scale)
     proxy.rules.reject_tx("already_known", client="geth", count=1)
 
@@ -75,6 +80,7 @@ async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
     async with RpcProxy(anvil.url) as faulty, RpcProxy(anvil.url) as lagging:
         arm(faulty, size)
         lagging.rules.lag = 3
+        arm_sends(lagging, 1)
         cfg = write_config(
             tmp_path, "faults", [faulty.url, lagging.url], deployed, poll_interval=0.1,
             window=32, finality="confirmations", confirmations=CONFIRMATIONS,
@@ -106,4 +112,29 @@ async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
         injected = sum(faulty.count(k) for k in FAULT_KINDS)
         served = faulty.count("forwarded")
         assert injected >= 0.15 * (injected + served), (injected, served)
-        assert faulty.count("drop_reply") >= 1 and final.audit.txs >= 3, final
+        dropped = faulty.count("drop_reply") + lagging.count("drop_reply")
+        assert dropped >= 1 and final.audit.txs >= 3, final
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: keeper/app.py Daemon.run awaits keeper.recover() once, outside any "
+    "retry loop; a transient RPC error there (every endpoint failing for a few seconds at "
+    "start-up) escapes and `keeper run` exits with a traceback instead of retrying",
+)
+async def test_a_transient_rpc_error_at_start_up_does_not_kill_the_daemon(
+    anvil: AnvilProcess, tmp_path: Path
+) -> None:
+    """Blocks unavailable for the first few calls: the daemon waits them out and gets ready."""
+    deployed = await asyncio.to_thread(deploy_all, anvil.url)
+    async with RpcProxy(anvil.url) as proxy:
+        # more failures than one request's retries, fewer than a minute of polling
+        proxy.rules.on("eth_getBlockByNumber", error=8, error_message="upstream timeout")
+        write_config(tmp_path, "startup", [proxy.url], deployed, poll_interval=0.1)
+        daemon = DaemonProc.for_config(tmp_path / "startup.toml", tmp_path / "startup.log")
+        daemon.start()
+        try:
+            assert await daemon.wait_ready(60) is not None, daemon.tail()
+        finally:
+            if daemon.alive():
+                daemon.kill()
