@@ -319,7 +319,15 @@ class Indexer:
                 n += 1
                 progressed = True
             elif isinstance(relation, Diverged):
+                # the block in hand may itself be stale (the chain moved on while we
+                # held it): never reuse it after a divergence
+                self._head_bloom = None
                 fork = await self.handle_reorg(window)
+                if window and fork >= window[-1].number:
+                    # nothing of ours was replaced: the fetched block was from a branch
+                    # the node has already left; fetch afresh on the next poll rather
+                    # than relate the same stale block again
+                    return True
                 window = self.store.window()
                 n = fork + 1
                 progressed = True
@@ -395,6 +403,11 @@ class Indexer:
                     depth_at_least=len(window),
                 )
         depth = (window[-1].number - fork) if window else 0
+        if depth <= 0:
+            # every block we hold is still canonical: what diverged was a block we
+            # fetched from a branch the node has since left, not our index
+            log.info("stale_block_ignored", fork_block=fork)
+            return fork
         touched = self.store.rollback_to(fork)
         self.state.reorgs += 1
         self.listener.on_reorg(depth, fork)

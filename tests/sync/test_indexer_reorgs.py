@@ -153,3 +153,37 @@ async def test_lagging_node_triggers_no_rollback(
                 await lagging.rpc.close()
     finally:
         await live.close()
+
+
+async def test_a_stale_block_in_hand_is_refetched_not_looped_on(
+    anvil: AnvilProcess, chain: ChainControl, deployed: Deployment, tmp_path: Path
+) -> None:
+    """A head fetched before a reorg is dropped once our index moved onto the new branch."""
+    import asyncio
+
+    cfg = write_config(tmp_path, "live", [anvil.url], deployed, window=WINDOW)
+    live = Harness(cfg)
+    try:
+        chain.mine(3)
+        await live.to_head()
+        cursor = live.indexer.start_cursor()
+        chain.mine(3)
+        stale = await live.rpc.get_block_and_bloom(cursor + 3)  # branch A's head
+        assert stale is not None
+        chain.reorg(3, [(emitter_tx(deployed, 777, 1), 0)])  # branch B from cursor + 1
+        # as if heads() fetched branch A's head just before the reorg: following walks
+        # B's blocks cursor+1, cursor+2 and then meets A's head, whose parent is not ours
+        live.indexer._head_bloom = stale
+        head = cursor + 3
+        await asyncio.wait_for(live.indexer.follow(cursor, head, head - 8), timeout=20)
+        assert live.indexer.state.reorgs == 0  # nothing we indexed was replaced
+        await live.to_head()
+        assert live.indexer.start_cursor() == head
+        assert live.store.window()[-1].hash == chain.block(head)["hash"]
+        funded = live.conn.execute(
+            "SELECT COUNT(*) FROM events WHERE contract = ? AND subject = '777'",
+            (deployed.emitter,),
+        ).fetchone()[0]
+        assert funded == 1
+    finally:
+        await live.close()
