@@ -116,7 +116,6 @@ class MetricsListener:
     def __init__(self, metrics: Metrics, cfg: Config, wake: asyncio.Event) -> None:
         self.metrics = metrics
         self.chain = str(cfg.chain.chain_id)
-        self.names = {c.address: c.name for c in cfg.contracts}
         self.wake = wake
         self.last_progress = time.monotonic()
         self.indexed = -1
@@ -132,7 +131,7 @@ class MetricsListener:
         # counted per (contract, event) first: a label lookup per event is slow in a backfill
         counts = Counter((e.contract, e.name) for e in events)
         for (contract, event_name), n in counts.items():
-            name = self.names.get(contract, contract)
+            name = self.metrics.contract_label(contract)
             if event_name is None:
                 self.metrics.unknown_events.labels(contract=name).inc(n)
             else:
@@ -169,7 +168,9 @@ class Components:
 
 
 def build(cfg: Config, wake: asyncio.Event) -> Components:
-    metrics = Metrics(version=__version__)
+    metrics = Metrics(
+        version=__version__, contract_names={c.address: c.name for c in cfg.contracts}
+    )
     conn = open_database(cfg)
     rpc = build_rpc(cfg, metrics)
     store = IndexStore(conn, cfg.chain.chain_id)

@@ -46,7 +46,9 @@ class OutcomeRecorder:
 
     def count(self, intent: Intent, outcome: str) -> None:
         if self.metrics:
-            self.metrics.actions.labels(intent.contract, intent.action, outcome).inc()
+            self.metrics.actions.labels(
+                self.metrics.contract_label(intent.contract), intent.action, outcome
+            ).inc()
 
     def count_cap(self, hit: CapHit) -> None:
         if self.metrics:

@@ -14,6 +14,8 @@ at scrape time, so they cannot drift from the tables.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -39,8 +41,15 @@ class Metrics:
     """The daemon's instruments; attributes are the prometheus_client metric objects."""
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, *, version: str = __version__
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        version: str = __version__,
+        contract_names: Mapping[str, str] | None = None,
     ) -> None:
+        # configured contract names by address: the ``contract`` label of every
+        # metric is the operator's name for a contract, never its address
+        self._contract_names = {a.lower(): n for a, n in (contract_names or {}).items()}
         # *_created series double the exposition for no dashboard or alert use
         # (process-wide switch; harmless to repeat).
         disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
@@ -152,6 +161,10 @@ class Metrics:
             registry=r,
         )
         self.build_info.labels(version=version).set(1)
+
+    def contract_label(self, address: str) -> str:
+        """The ``contract`` label for an address: its configured name, else the address."""
+        return self._contract_names.get(address.lower(), address.lower())
 
     def observe_reorg(self, depth: int) -> None:
         """Count one handled reorg of ``depth`` blocks."""
