@@ -20,6 +20,7 @@ from typing import Literal, TextIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import structlog
+from structlog._config import BoundLoggerLazyProxy
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 __all__ = [
@@ -192,9 +193,20 @@ def _isatty(stream: TextIO) -> bool:
 
 
 def get_logger(name: str | None = None) -> FilteringBoundLogger:
-    """A structlog logger; ``name`` is bound as ``logger`` so lines say where they came from."""
-    logger: FilteringBoundLogger = structlog.get_logger()
-    return logger.bind(logger=name) if name else logger
+    """A structlog logger; ``name`` is bound as ``logger`` so lines say where they came from.
+
+    Lazy: module-level loggers are created at import, before the daemon calls
+    ``configure_logging``; binding now would freeze the default configuration.
+    """
+    if not name:
+        plain: FilteringBoundLogger = structlog.get_logger()
+        return plain
+    # structlog.get_logger(logger=...) collides with wrap_logger's own ``logger``
+    # parameter, so the lazy proxy it would return is built directly
+    lazy: FilteringBoundLogger = BoundLoggerLazyProxy(  # type: ignore[assignment]
+        None, initial_values={"logger": name}, logger_factory_args=()
+    )
+    return lazy
 
 
 @contextlib.contextmanager

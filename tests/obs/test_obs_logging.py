@@ -69,6 +69,20 @@ class TestFormats:
         assert line["logger"] == "unit"
         assert line["timestamp"].endswith("Z")
 
+    def test_logger_made_before_configuration_follows_it(self) -> None:
+        """A module-level logger created before configure_logging still writes where it says."""
+        early = get_logger("early")
+        first = io.StringIO()
+        configure_logging("json", "info", first)
+        early.info("one")
+        second = io.StringIO()
+        configure_logging("json", "info", second)
+        early.info("two")
+        assert [line["event"] for line in json_lines(first)] == ["one"]
+        assert [(line["event"], line["logger"]) for line in json_lines(second)] == [
+            ("two", "early")
+        ]
+
     def test_auto_is_console_on_a_tty(self) -> None:
         """A terminal gets readable key=value lines, not JSON."""
         out = TtyStream()
