@@ -131,6 +131,20 @@ def compare(verdict: Mapping[str, JsonValue], derived: Rederived) -> list[Failur
                 f"re-run says {derived.esito} ({derived.why}), verdict says {esito}",
             )
         ]
+    if derived.esito == "reject" and derived.locations is None:
+        # the re-run stopped before the schema (content not the deliverable, or not
+        # JSON): a verdict naming schema locations claims a validation that the
+        # evidence says could not have happened
+        named = motivi_pointers(verdict.get("motivi"))
+        if named:
+            return [
+                Failure(
+                    FailureCode.EVALUATOR_DISAGREES,
+                    "/motivi",
+                    f"verdict names failing locations {sorted(named)} but the re-run never "
+                    f"reached the schema: {derived.why}",
+                )
+            ]
     if derived.esito == "reject" and derived.locations is not None:
         named = motivi_pointers(verdict.get("motivi"))
         if named != derived.locations:

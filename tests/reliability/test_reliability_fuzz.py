@@ -467,6 +467,10 @@ def config_trees(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             names = st.sampled_from(keys) | st.text(string.ascii_lowercase + "_", min_size=1)
             tree[section] = draw(st.dictionaries(names, toml_values, max_size=6))
+    chain = tree.get("chain")
+    if isinstance(chain, dict) and chain.get("rpc_urls") == SECRET_URL:
+        # a bare string is echoed unredacted: test_a_secret_rpc_url_given_as_a_string_is_redacted
+        chain["rpc_urls"] = [SECRET_URL]
     if draw(st.booleans()):
         fields = st.sampled_from(["name", "protocol", "address", "start_block", "bogus"])
         values = toml_values | st.sampled_from(["erc8183", "taskmarket", "c1"])
@@ -485,7 +489,8 @@ env_overrides = st.dictionaries(
     st.text(max_size=20) | st.sampled_from(["[1,", "12", "-1", "nan", SECRET_URL, "[]"]),
     max_size=3,
 )  # fmt: skip
-_PROBLEM_LINE = re.compile(r"^  (?P<path>[^\s:][^:]*?): \S")
+# a path, or nothing for a key that is the empty string (TOML allows ``"" = 1``)
+_PROBLEM_LINE = re.compile(r"^  (?P<path>[^\s:][^:]*?)?: \S")
 
 
 def check_config_error(exc: ConfigError) -> None:
@@ -614,3 +619,18 @@ def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
     path.write_bytes(b"[chain]\nchain_id = 1\n# caf\xe9\n")
     with pytest.raises(ConfigError, match=r"latin1\.toml"):
         load_config(path, env={})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug (secret leak): keeper/config.py _str_list reports a non-list value with "
+    '_show(value), so `rpc_urls = "https://user:pw@host/KEY"` (a string, a common slip) puts '
+    "the password and API key into the ConfigError text that `keeper run` prints",
+)
+def test_a_secret_rpc_url_given_as_a_string_is_redacted() -> None:
+    """The error for an rpc_urls string instead of a list does not repeat the credentials."""
+    tree = {"chain": {"chain_id": 1, "rpc_urls": SECRET_URL}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(tree, {})
+    assert "chain.rpc_urls" in str(info.value)
+    assert "hunter2pw" not in str(info.value) and "KEYabc123" not in str(info.value)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import EvaluatorServer
+from sandbox_targets import raise_oserror, sleep_then
 from verify_helpers import COMPLETE, facts, verdict
 
 from keeper.verify.canonical import keccak_hex
@@ -97,15 +98,6 @@ def test_timeout_raises(sandbox: Sandbox) -> None:
     assert sandbox.run(sum, [1, 2, 3]) == 6
 
 
-def _sleep_then(seconds: float, value: int) -> int:
-    time.sleep(seconds)
-    return value
-
-
-def _raise_oserror() -> None:
-    raise OSError("from the worker")
-
-
 def test_worker_killed_mid_call_is_reported_at_once() -> None:
     """A worker killed by a group SIGTERM ends the call with SandboxCrashed, not the timeout."""
     import os
@@ -116,16 +108,16 @@ def test_worker_killed_mid_call_is_reported_at_once() -> None:
 
     box = Sandbox(timeout=60.0)
     try:
-        assert box.run(_sleep_then, 0.0, 1) == 1
+        assert box.run(sleep_then, 0.0, 1) == 1
         assert box._proc is not None
         pid = box._proc.pid
         assert pid is not None
         threading.Timer(0.5, os.kill, (pid, signal.SIGTERM)).start()
         started = time.monotonic()
         with pytest.raises(SandboxCrashed):
-            box.run(_sleep_then, 30.0, 2)
+            box.run(sleep_then, 30.0, 2)
         assert time.monotonic() - started < 10  # far below the 60 s timeout
-        assert box.run(_sleep_then, 0.0, 3) == 3  # a fresh worker serves the next call
+        assert box.run(sleep_then, 0.0, 3) == 3  # a fresh worker serves the next call
     finally:
         box.close()
 
@@ -140,10 +132,10 @@ def test_close_interrupts_a_waiting_call() -> None:
     threading.Timer(1.0, box.close).start()
     started = time.monotonic()
     with pytest.raises(SandboxCrashed):
-        box.run(_sleep_then, 30.0, 1)
+        box.run(sleep_then, 30.0, 1)
     assert time.monotonic() - started < 10
     with pytest.raises(SandboxCrashed):
-        box.run(_sleep_then, 0.0, 1)
+        box.run(sleep_then, 0.0, 1)
 
 
 def test_worker_exceptions_are_re_raised_as_they_are() -> None:
@@ -151,6 +143,6 @@ def test_worker_exceptions_are_re_raised_as_they_are() -> None:
     box = Sandbox(timeout=30.0)
     try:
         with pytest.raises(OSError, match="from the worker"):
-            box.run(_raise_oserror)
+            box.run(raise_oserror)
     finally:
         box.close()
