@@ -116,12 +116,6 @@ async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
         assert dropped >= 1 and final.audit.txs >= 3, final
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: keeper/app.py Daemon.run awaits keeper.recover() once, outside any "
-    "retry loop; a transient RPC error there (every endpoint failing for a few seconds at "
-    "start-up) escapes and `keeper run` exits with a traceback instead of retrying",
-)
 async def test_a_transient_rpc_error_at_start_up_does_not_kill_the_daemon(
     anvil: AnvilProcess, tmp_path: Path
 ) -> None:
