@@ -30,7 +30,7 @@ from keeper.api.serve import ApiThread
 from keeper.config import Config, load_config, redacted
 from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
-from keeper.errors import ConfigError, FatalError, KeeperError
+from keeper.errors import ConfigError, FatalError, KeeperError, RetryableError
 from keeper.obs.logging import configure_logging, register_rpc_url
 from keeper.obs.metrics import Metrics, MetricsRpcObserver
 from keeper.rpc.client import RpcClient
@@ -87,6 +87,11 @@ def open_database(cfg: Config) -> sqlite3.Connection:
     dbmod.refresh_statistics(conn)
     return conn
 
+
+# Start-up retries of transient RPC failures: quick at first, then no more
+# often than every 30 s while the node stays away.
+STARTUP_RETRY_INITIAL = 0.5
+STARTUP_RETRY_MAX = 30.0
 
 # How often the daemon refreshes the query planner's statistics as tables grow.
 STATISTICS_INTERVAL_SECONDS = 600.0
@@ -395,13 +400,17 @@ class Daemon:
                 loop.add_signal_handler(sig, self.request_stop)
         tasks: list[asyncio.Task[None]] = []
         try:
-            await check_chain_id(self.c.rpc, self.cfg)
-            self.rpc_ok = True
             self.build_keeper()
             self.build_verifier()
-            if self.keeper is not None:
-                await self.keeper.recover()
+            # serve /healthz and /readyz (not ready) while the node is still unreachable
             self.start_api()
+            if not await self.until_done("check_chain_id", check_chain_id, self.c.rpc, self.cfg):
+                return 0
+            self.rpc_ok = True
+            if self.keeper is not None and not await self.until_done(
+                "keeper_recover", self.keeper.recover
+            ):
+                return 0
             log.info(
                 "daemon_started",
                 chain_id=self.cfg.chain.chain_id,
@@ -432,6 +441,25 @@ class Daemon:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.close()
+
+    async def until_done(self, step: str, fn: Any, *args: Any) -> bool:
+        """Run a start-up step, retrying transient failures until it succeeds or we stop.
+
+        A node that is briefly unreachable at start-up (a restart of both, a
+        rolling deploy) must not kill the daemon; a configuration error still
+        does. Returns False when a stop was requested first.
+        """
+        delay = STARTUP_RETRY_INITIAL
+        while not self.stop.is_set():
+            try:
+                await fn(*args)
+                return True
+            except RetryableError as exc:
+                self.rpc_ok = False
+                log.warning("startup_step_failed", step=step, error=str(exc), retry_in=delay)
+            await self._sleep(self.stop, delay)
+            delay = min(delay * 2, STARTUP_RETRY_MAX)
+        return False
 
     def request_stop(self) -> None:
         log.info("shutdown_requested")

@@ -57,7 +57,7 @@ class EndpointHealth:
         *,
         retry_after: float | None = None,
         base: float = 0.25,
-        cap: float = 30.0,
+        cap: float = 10.0,
         seconds: float | None = None,
     ) -> float:
         """Back the endpoint off after a fault; returns the backoff in seconds.

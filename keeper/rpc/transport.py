@@ -100,7 +100,9 @@ class JsonRpcTransport:
         retry_initial: float = 0.1,
         retry_max: float = 10.0,
         backoff_base: float = 0.25,
-        backoff_cap: float = 30.0,
+        # an endpoint's backoff never exceeds this: with one endpoint it is how long a
+        # brief outage can keep the keeper from acting, so seconds, not minutes
+        backoff_cap: float = 10.0,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_body: int = DEFAULT_MAX_BODY,
         observer: RpcObserver | None = None,
