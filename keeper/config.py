@@ -335,10 +335,17 @@ def _pointer(value: object) -> str:
     return text
 
 
+def _type_name(value: object) -> str:
+    names = {str: "string", int: "number", float: "number", bool: "boolean", dict: "table"}
+    return names.get(type(value), type(value).__name__)
+
+
 def _str_list(item: Callable[[object], str]) -> Callable[[object], tuple[str, ...]]:
     def check(value: object) -> tuple[str, ...]:
         if not isinstance(value, list):
-            raise _Bad(f"expected a list, got {_show(value)}")
+            # the type only, never the value: a single RPC URL given as a string
+            # carries its credentials
+            raise _Bad(f"expected a list, got a {_type_name(value)}")
         out: list[str] = []
         for index, element in enumerate(value):
             try:
@@ -529,7 +536,7 @@ def _table(
 
 def _sources(raw: object, path: str, problems: _Problems) -> tuple[SourceConfig, ...]:
     if not isinstance(raw, list):
-        problems.add(path, f"expected a list of tables, got {_show(raw)}")
+        problems.add(path, f"expected a list of tables, got a {_type_name(raw)}")  # never the value
         return ()
     out: list[SourceConfig] = []
     for index, entry in enumerate(raw):

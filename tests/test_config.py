@@ -259,7 +259,7 @@ class TestErrors:
             "verdicts.sources[1].pointer: a JSON pointer is empty or starts with '/', "
             "got 'verdict'",
             "verdicts.sources[2].url: unknown key",
-            "verdicts.content_sources: expected a list of tables, got 'nope'",
+            "verdicts.content_sources: expected a list of tables, got a string",
             "verdicts.evaluators.SchemaEval: not an address: '0x1'",
         ]
 

@@ -621,12 +621,6 @@ def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
         load_config(path, env={})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug (secret leak): keeper/config.py _str_list reports a non-list value with "
-    '_show(value), so `rpc_urls = "https://user:pw@host/KEY"` (a string, a common slip) puts '
-    "the password and API key into the ConfigError text that `keeper run` prints",
-)
 def test_a_secret_rpc_url_given_as_a_string_is_redacted() -> None:
     """The error for an rpc_urls string instead of a list does not repeat the credentials."""
     tree = {"chain": {"chain_id": 1, "rpc_urls": SECRET_URL}}
