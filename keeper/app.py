@@ -30,7 +30,14 @@ from keeper.api.serve import ApiThread
 from keeper.config import Config, load_config, redacted
 from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
-from keeper.errors import ConfigError, FatalError, KeeperError, RetryableError
+from keeper.errors import (
+    ConfigError,
+    DeepReorgError,
+    FatalError,
+    KeeperError,
+    RetryableError,
+    StateCorruptedError,
+)
 from keeper.obs.logging import configure_logging, register_rpc_url
 from keeper.obs.metrics import Metrics, MetricsRpcObserver
 from keeper.rpc.client import RpcClient
@@ -324,21 +331,32 @@ class Daemon:
 
     async def index_loop(self) -> None:
         indexer = self.c.indexer
+        failures = 0
         while not self.stop.is_set():
             try:
                 progressed = await indexer.step()
                 self.rpc_ok = True
-            except FatalError as exc:
+                failures = 0
+            except (DeepReorgError, StateCorruptedError) as exc:
+                # only our own state (or a reorg we must not repair silently) halts
                 indexer.state.halted = str(exc)
                 self.c.listener.on_halt(str(exc))
                 log.critical("indexing_halted", reason=str(exc))
                 return
             except KeeperError as exc:
+                # anything the node says, however odd, is retried: a provider's unknown
+                # error today is often gone on the next poll
                 self.rpc_ok = False
-                log.warning("sync_step_failed", error=str(exc), kind=type(exc).__name__)
+                failures += 1
+                log.warning(
+                    "sync_step_failed", error=str(exc), kind=type(exc).__name__, failures=failures
+                )
                 progressed = False
             if not progressed:
-                await self._sleep(self.stop, self.cfg.chain.poll_interval)
+                poll = self.cfg.chain.poll_interval
+                # a failing node is asked less often, up to the start-up retry ceiling
+                wait = min(STARTUP_RETRY_MAX, poll * 2 ** min(failures, 6)) if failures else poll
+                await self._sleep(self.stop, wait)
 
     async def verify_loop(self) -> None:
         from keeper.store.verifications import delete_orphans
