@@ -488,6 +488,20 @@ _TABLES: dict[str, dict[str, _Key]] = {
 _SECTIONS: tuple[str, ...] = (*_TABLES, "contracts")
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _key_text(key: str) -> str:
+    """A key as it appears in an error path: quoted when empty or unusual.
+
+    Every problem line must start with a visible path; an empty key, or one
+    holding a newline or a colon, would otherwise blur or split that line.
+    """
+    if _PLAIN_KEY.match(key):
+        return key
+    return json.dumps(key).replace(":", "\\u003a")
+
+
 def _unknown(path: str, key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
@@ -519,7 +533,7 @@ def _table(
     out: dict[str, Any] = {}
     for key in raw:
         if key not in schema:
-            problems.lines.append(_unknown(f"{path}.{key}", key, schema))
+            problems.lines.append(_unknown(f"{path}.{_key_text(key)}", key, schema))
     for key, spec in schema.items():
         if key not in raw:
             if spec.default is _REQUIRED:
@@ -630,7 +644,9 @@ def _overlay_env(raw: dict[str, Any], env: Mapping[str, str], problems: _Problem
                 problems.add(name, f"expected {ENV_PREFIX}{section.upper()}__<KEY>")
             elif parts[1] not in _TABLES[section]:
                 problems.lines.append(
-                    _unknown(f"{name} -> {section}.{parts[1]}", parts[1], _TABLES[section])
+                    _unknown(
+                        f"{name} -> {section}.{_key_text(parts[1])}", parts[1], _TABLES[section]
+                    )
                 )
             else:
                 table = raw.setdefault(section, {})
@@ -654,7 +670,9 @@ def _overlay_contract(
         problems.add(name, f"index {index} skips entries: there are {len(contracts)} contracts")
         return
     if key not in _CONTRACT:
-        problems.lines.append(_unknown(f"{name} -> contracts[{index}].{key}", key, _CONTRACT))
+        problems.lines.append(
+            _unknown(f"{name} -> contracts[{index}].{_key_text(key)}", key, _CONTRACT)
+        )
         return
     if index == len(contracts):
         contracts.append({})
@@ -674,7 +692,7 @@ def parse_config(
     _overlay_env(tree, os.environ if env is None else env, problems)
     for key in tree:
         if key not in _SECTIONS:
-            problems.lines.append(_unknown(key, key, _SECTIONS))
+            problems.lines.append(_unknown(_key_text(key), key, _SECTIONS))
 
     values = {
         section: _table(tree.get(section, {}), section, schema, problems)
