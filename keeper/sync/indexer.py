@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import structlog
@@ -132,6 +132,8 @@ class Indexer:
         self.state = SyncState()
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
+        # reads made while their block was the node's head (None: not loaded since start)
+        self._tip_reads: list[ReadRequest] | None = None
 
     # ---- heads and finality -------------------------------------------------
 
@@ -250,7 +252,7 @@ class Indexer:
                 if isinstance(item, Exception):
                     raise item
                 window = prune([*self.store.window(), item.anchor], finalized, self.settings.window)
-                self.commit(
+                await self.commit(
                     Batch(
                         events=item.events,
                         blocks=[item.anchor],
@@ -344,7 +346,7 @@ class Indexer:
             # nothing indexed and start_block 0: block 0 is indexed as an ordinary block
             anchor = BlockHeader(-1, anchor.parent_hash, "0x" + "00" * 32, anchor.timestamp)
             return [anchor]
-        self.commit(
+        await self.commit(
             Batch(
                 events=[],
                 blocks=[anchor],
@@ -374,7 +376,7 @@ class Indexer:
         events = self.decode(logs, {header.number: header})
         reads = await self.execute_reads(events)
         kept = prune([*window, header], finalized, self.settings.window)
-        self.commit(
+        await self.commit(
             Batch(
                 events=events,
                 blocks=[header],
@@ -452,7 +454,9 @@ class Indexer:
         for event in events:
             for req in reads_for(event):
                 requests[(req.contract, req.subject, req.kind, req.block_hash)] = req
-        todo = list(requests.values())
+        return await self._read(list(requests.values()))
+
+    async def _read(self, todo: Sequence[ReadRequest]) -> list[ChainRead]:
         out: list[ChainRead] = []
         for i in range(0, len(todo), READS_PER_BATCH):
             chunk = todo[i : i + READS_PER_BATCH]
@@ -474,10 +478,51 @@ class Indexer:
                 out.append(_to_read(req, result))
         return out
 
-    def commit(self, batch: Batch, *, keep_from: int) -> None:
+    async def commit(self, batch: Batch, *, keep_from: int) -> None:
+        settled = await self._reread_tip(batch)
+        if settled:
+            batch = replace(batch, reads=[*batch.reads, *settled])
         result = self.store.apply_batch(batch, keep_from=keep_from)
         self.state.indexed = batch.indexed_block
+        head = self.state.head.number if self.state.head is not None else batch.indexed_block
+        kept = [r for r in self._tip_reads or [] if r.block_number >= _first_block(batch)]
+        self._tip_reads = kept + [
+            ReadRequest(r.contract, r.subject, r.kind, r.block_number, r.block_hash)
+            for r in batch.reads
+            if r.block_number >= head
+        ]
         self.listener.on_batch(result, batch.events)
+
+    async def _reread_tip(self, batch: Batch) -> list[ChainRead]:
+        """Read again, now that later blocks exist, what was read while its block was the head.
+
+        A node may answer a call at its head block from state that already holds
+        the next block's changes while that block is being built (anvil does, in
+        about one call in seven under steady mining). The same call made once a
+        later block exists is answered from that block's settled state, so the
+        value read at the head is replaced before the cursor moves past it. The
+        list is rebuilt from the store after a restart: every read at the cursor.
+        """
+        if self._tip_reads is None:
+            cursor = self.store.cursor()
+            self._tip_reads = (
+                []
+                if cursor is None
+                else [ReadRequest(*r) for r in self.store.reads_from(cursor.indexed_block)]
+            )
+        first = _first_block(batch)
+        canonical = {h.number: h.hash for h in self.store.window()}
+        due = [
+            r
+            for r in self._tip_reads
+            if r.block_number < first and canonical.get(r.block_number) == r.block_hash
+        ]
+        return await self._read(due) if due else []
+
+
+def _first_block(batch: Batch) -> int:
+    """The lowest block a batch writes (its anchor when it carries no other block)."""
+    return min((b.number for b in batch.blocks), default=batch.indexed_block)
 
 
 def _to_read(req: ReadRequest, result: object) -> ChainRead:

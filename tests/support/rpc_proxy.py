@@ -3,7 +3,8 @@
 It forwards to an upstream (an anvil node) and, per method, injects the
 failures real providers produce: 429s with Retry-After, timeouts, garbage,
 truncated or wrong-id bodies, ``null`` results, provider error strings, range
-refusals with suggested ranges, a lagging head, empty log lists, and a
+refusals with suggested ranges, a lagging head, empty log lists, calls at the
+head answered from the next block's state, and a
 ``sendRawTransaction`` that is forwarded but whose reply is lost.
 
 Faults are budgets ("the next N calls") so tests are deterministic; the one
@@ -84,6 +85,9 @@ class MethodRule:
     drop_reply: int = 0
     drop_mode: str = "close"  # "close": forward, then cut the connection; "timeout": hang
     empty_logs: int = 0
+    # calls at a numbered block answered from the next block's state, as a node
+    # does for its head block while it builds the next one (anvil under mining)
+    ahead: int = 0
     flaky: float = 0.0  # probability of an HTTP 503, drawn from the seeded RNG
 
 
@@ -125,6 +129,10 @@ class _Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
+
+
+def _numbered(tag: Any) -> bool:
+    return isinstance(tag, str) and tag.startswith("0x")
 
 
 class _Drop(Exception):
@@ -350,6 +358,9 @@ class RpcProxy:
                 with self._lock:
                     self.stats[(method, "range_too_large")] += 1
                 return error(*refusal)
+        at = params[1] if method == "eth_call" and len(params) > 1 else None
+        if _numbered(at) and self._take(method, "ahead"):
+            params = [params[0], hex(int(params[1], 16) + 1), *params[2:]]
         reply = await self._forward({**item, "params": params})
         if head is not None and method == "eth_blockNumber" and "result" in reply:
             reply["result"] = hex(head)
