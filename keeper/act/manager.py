@@ -136,6 +136,8 @@ class Keeper:
             if self.signer is not None:
                 summary.balance_ok = await self._check_balance()
             result = plan(jobs, tasks, head, self.settings.planner, self.store.denied())
+            if self.signer is not None and not self.settings.dry_run:
+                self._retire_undue(result.actions)
             summary.reports = result.reports
             for report in result.reports:
                 key = (report.contract, report.subject, report.kind.value)
@@ -171,6 +173,20 @@ class Keeper:
         self._recovered = True
 
     # ------------------------------------------------------------------ selection
+
+    def _retire_undue(self, actions: Sequence[Action]) -> None:
+        """End open intents the planner no longer proposes.
+
+        An intent is written before its simulation; a process that dies in
+        between, or a fee cap that outlasts the deadline's relevance, leaves it
+        open. Once the state has moved on (someone else acted, the task was
+        appealed) nothing would ever decide it again, and it would sit in the
+        keeper's backlog for good.
+        """
+        planned = {_key(a) for a in actions}
+        stale = [i for i in self.store.open_intents() if i.key not in planned]
+        if stale:
+            self.outcomes.finish_many(stale, "preempted", "no longer due when planned again")
 
     def _select(self, actions: Sequence[Action], head: BlockHeader) -> list[Action]:
         """Planned actions that need a decision now (new, waiting, or worth a second look)."""

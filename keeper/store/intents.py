@@ -191,6 +191,14 @@ class IntentStore:
             out += [_intent(r) for r in rows]
         return out
 
+    def open_intents(self) -> list[Intent]:
+        """Intents decided but not in flight: waiting for a simulation, a send or a fee."""
+        rows = self.conn.execute(
+            "SELECT * FROM keeper_intents WHERE chain_id = ? AND status = 'open' ORDER BY id",
+            (self.chain_id,),
+        ).fetchall()
+        return [_intent(r) for r in rows]
+
     def all_intents(self) -> list[Intent]:
         rows = self.conn.execute(
             "SELECT * FROM keeper_intents WHERE chain_id = ? ORDER BY id", (self.chain_id,)

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 from conftest import MakeKeeper, make_rpc
-from keeper_harness import KEEPER_KEYS, Escrows, address_of
+from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, address_of
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper
-from keeper.domain.model import BlockHeader, JobStatus
+from keeper.domain.model import BlockHeader, JobStatus, Protocol
+from keeper.domain.planner import Action, ActionKind
 from keeper.rpc.client import RpcClient
 
 CHILD = Path(__file__).with_name("keeper_child.py")
@@ -178,6 +179,40 @@ class TestSigkill:
         assert (
             nonce_of(escrows, KEEPER_KEYS[0]) == 1 == nonce_of(escrows, KEEPER_KEYS[0], "pending")
         )
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
+
+class TestCrashBeforeSimulation:
+    """An intent written just before the process died is decided again or ended, never left."""
+
+    async def test_stale_intents_end_or_proceed(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, tmp_path: Path
+    ) -> None:
+        """Job 1 was refunded by someone else meanwhile: its intent ends preempted. Job 2 is
+        still due: its intent goes on to a confirmed refund. Nothing stays open."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(2, expiry)
+        escrows.control.mine_at(expiry)
+        db = tmp_path / "keeper0.db"
+        crashed = make_keeper(db=db)
+        at = await head(rpc)
+        crashed.store.open_decisions(
+            [
+                Action(escrows.d.commerce, i, ActionKind.CLAIM_REFUND, expiry, Protocol.ERC8183)
+                for i in ids
+            ],
+            at.number,
+            at.hash,
+        )  # the write that precedes the simulation; the process dies here
+        escrows.call(CLIENT, escrows.d.commerce, "claimRefund(uint256)", int(ids[0]))
+        keeper = make_keeper(db=db)
+        await keeper.recover()
+        for _ in range(2):
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            escrows.control.mine()
+        outcomes = {i.subject: (i.status, i.outcome) for i in keeper.store.all_intents()}
+        assert outcomes == {ids[0]: ("done", "preempted"), ids[1]: ("done", "confirmed")}
+        assert keeper.store.open_intents() == []
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
 
 

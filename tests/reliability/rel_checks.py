@@ -84,7 +84,9 @@ async def converge_and_check(
                 break
         ok = fail(fig, not due and not unsettled, f"still due {due[:3]}, unsettled {unsettled[:3]}")
         assert ok, (due[:5], unsettled[:5], daemon.tail())
-        fig.stale_open_intents += len(stale_open_intents(db))
+        stale = stale_open_intents(db)
+        fig.stale_open_intents += len(stale)
+        assert fail(fig, not stale, f"intents left open, never decided: {stale[:3]}"), stale
         code = daemon.stop()
         assert fail(fig, code == 0, f"daemon exited {code} on SIGTERM"), daemon.tail()
         assert fail(fig, integrity(db) == "ok", "PRAGMA integrity_check")
