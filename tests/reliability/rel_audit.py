@@ -78,7 +78,14 @@ def decode_calls(to: str, data: bytes) -> list[ActionKey]:
 
 @dataclass
 class KeeperAudit:
-    """What the keeper's address did on the canonical chain."""
+    """What the keeper's address did on the canonical chain, in block order.
+
+    A send is a *duplicate* when it is mined after its action already took
+    effect on the canonical chain: the keeper should have known. A send that
+    failed before the action took effect (say, a reorg moved chain time back
+    under a deadline, so the call reverted with NotExpired) is *wasted* gas,
+    not a duplicate: a later decision to try again is the keeper doing its job.
+    """
 
     txs: int = 0
     cancels: int = 0
@@ -86,11 +93,17 @@ class KeeperAudit:
     per_nonce: Counter[int] = field(default_factory=Counter)
     mined: Counter[ActionKey] = field(default_factory=Counter)
     effective: Counter[ActionKey] = field(default_factory=Counter)
+    late: Counter[ActionKey] = field(default_factory=Counter)
 
     @property
     def duplicate_sends(self) -> int:
-        """Intents that more than one mined transaction carried (each extra counted)."""
-        return sum(n - 1 for n in self.mined.values() if n > 1)
+        """Mined sends of an action that had already taken effect."""
+        return sum(self.late.values())
+
+    @property
+    def wasted_sends(self) -> int:
+        """Mined sends that failed before their action took effect (then retried)."""
+        return sum(self.mined.values()) - sum(self.effective.values()) - self.duplicate_sends
 
     @property
     def double_executions(self) -> int:
@@ -98,7 +111,7 @@ class KeeperAudit:
         return sum(n - 1 for n in self.effective.values() if n > 1)
 
     def repeats(self) -> dict[ActionKey, int]:
-        return {k: n for k, n in self.mined.items() if n > 1}
+        return {k: n for k, n in self.mined.items() if self.late[k] or self.effective[k] > 1}
 
 
 def audit_keeper(url: str, keeper: str, first_block: int, last_block: int) -> KeeperAudit:
@@ -126,6 +139,8 @@ def audit_keeper(url: str, keeper: str, first_block: int, last_block: int) -> Ke
                 if len(log["topics"]) > 1
             }
             for key in calls:
+                if out.effective[key]:
+                    out.late[key] += 1
                 out.mined[key] += 1
                 contract, subject, _ = key
                 topic = (

@@ -42,6 +42,7 @@ class Figures:
     fuzz_rejections: Counter[str] = field(default_factory=Counter)
     keeper_txs_audited: int = 0
     duplicate_sends: int = 0
+    wasted_sends: int = 0  # failed before taking effect (e.g. a reorg moved a deadline back)
     double_executions: int = 0
     lost_events: int = 0
     extra_events: int = 0
@@ -124,7 +125,8 @@ def markdown(data: dict[str, Any]) -> str:
             ("injected faults", faults),
             ("fuzz cases", fuzz),
             ("keeper transactions audited", str(f["keeper_txs_audited"])),
-            ("duplicate sends", str(f["duplicate_sends"])),
+            ("duplicate sends (mined after the action took effect)", str(f["duplicate_sends"])),
+            ("sends failed before the action took effect, then retried", str(f["wasted_sends"])),
             ("actions executed twice", str(f["double_executions"])),
             ("keeper intents left open without a send", str(f["stale_open_intents"])),
             ("lost events / extra events", f"{f['lost_events']} / {f['extra_events']}"),
