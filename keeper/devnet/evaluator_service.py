@@ -27,6 +27,7 @@ from eth_utils.crypto import keccak
 from jsonschema import Draft202012Validator
 
 from keeper.devnet.anvil import PROJECT_ROOT
+from keeper.verify.schema_refs import ref_loop
 
 __all__ = [
     "EvaluatorService",
@@ -114,6 +115,9 @@ def schemaeval_verdict(
             motivi.append("content: not JSON")
         else:
             schema = json.loads(description)["schema"]
+            Draft202012Validator.check_schema(schema)
+            if ref_loop(schema) is not None:
+                raise ValueError("the job schema's $ref loops: SchemaEval cannot evaluate it")
             errors = Draft202012Validator(schema).iter_errors(instance)
             motivi = sorted(f"{_pointer(e.absolute_path)}: {e.message}" for e in errors)
     return {

@@ -35,6 +35,15 @@ DEFAULT_TIMEOUT = 10.0  # seconds; validating a 1 MiB document against a 4 KB sc
 DEFAULT_MEMORY = 1 << 30  # bytes of address space for the worker: a 1 MiB document needs far less
 # How often a waiting caller checks that the worker is still alive.
 POLL_SECONDS = 0.05
+# The stack each call runs on. Validation recurses through $ref chains in
+# generators and in the resolver's native code; on the usual 8 MiB the C stack
+# can overflow (SIGSEGV) before Python's recursion limit raises. With room to
+# spare the limit is reached first and the call ends in a RecursionError.
+CALL_STACK_BYTES = 64 << 20
+# Signals a process gets from its own fault: the input crashed it, and would again.
+_FAULT_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
+)
 
 
 class SandboxTimeout(Exception):
@@ -43,6 +52,14 @@ class SandboxTimeout(Exception):
 
 class SandboxCrashed(RetryableError):
     """The worker died or the sandbox was closed before answering; try again later."""
+
+
+class SandboxFault(Exception):
+    """The worker died of a fault of its own (SIGSEGV, SIGABRT...) while running the call.
+
+    Not retryable: the same input would crash a fresh worker the same way, so a
+    verdict whose re-run does this is reported, not retried forever.
+    """
 
 
 def _limit_memory(max_bytes: int) -> None:
@@ -59,19 +76,33 @@ def _serve(conn: Connection, max_bytes: int) -> None:
     # Ctrl-C in a terminal reaches the whole group; the parent decides when we stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory(max_bytes)
+    threading.stack_size(CALL_STACK_BYTES)
     while True:
         try:
             fn, args = conn.recv()
         except (EOFError, OSError):
             return
-        try:
-            reply: tuple[bool, Any] = (True, fn(*args))
-        except BaseException as exc:  # sent back to the caller, who re-raises it
-            reply = (False, exc)
+        reply = _on_big_stack(fn, args)
         try:
             conn.send(reply)
         except (EOFError, OSError):
             return
+
+
+def _on_big_stack(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    """Run one call on a thread with ``CALL_STACK_BYTES`` of stack; (ok, value or exception)."""
+    out: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            out.append((True, fn(*args)))
+        except BaseException as exc:  # sent back to the caller, who re-raises it
+            out.append((False, exc))
+
+    thread = threading.Thread(target=target, name="sandbox-call")
+    thread.start()
+    thread.join()
+    return out[0]
 
 
 class Sandbox:
@@ -132,7 +163,11 @@ class Sandbox:
                     result: T = value
                     return result
                 if not proc.is_alive() or self._closed:
+                    code = proc.exitcode
                     self._kill()
+                    if not self._closed and code is not None and -code in _FAULT_SIGNALS:
+                        name = signal.Signals(-code).name
+                        raise SandboxFault(f"the re-run worker crashed ({name})")
                     raise SandboxCrashed("the re-run worker stopped before answering")
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:

@@ -28,6 +28,7 @@ from jsonschema_specifications import REGISTRY as _META_SCHEMAS  # type: ignore[
 from keeper.verify.canonical import JsonValue, keccak_hex
 from keeper.verify.document import DocumentLimits, InvalidDocument, escape_token, parse_json
 from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.schema_refs import ref_loop
 
 Esito = Literal["complete", "reject"]
 
@@ -76,6 +77,14 @@ def rerun(
         return Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", "job schema is not a schema")
     try:
         Draft202012Validator.check_schema(schema)
+        loop = ref_loop(schema)
+        if loop is not None:
+            return Failure(
+                FailureCode.NOT_REPRODUCIBLE,
+                "/esito",
+                f"job schema at {loop or '/'} reaches itself through $ref without descending "
+                "into the instance: validation would never end",
+            )
         validator = Draft202012Validator(schema, registry=_OFFLINE)
         locations: set[str] = set()
         for count, error in enumerate(validator.iter_errors(instance)):
@@ -93,6 +102,15 @@ def rerun(
             FailureCode.NOT_REPRODUCIBLE,
             "/esito",
             f"schema evaluation failed: {type(exc).__name__}",
+        )
+    except BaseException as exc:
+        # Recursing near the interpreter's limit can make the resolver's native
+        # (Rust) code panic, which surfaces as a BaseException: a schema fault all
+        # the same, never a reason for the verifier to die.
+        if type(exc).__name__ != "PanicException":
+            raise
+        return Failure(
+            FailureCode.NOT_REPRODUCIBLE, "/esito", "schema evaluation failed: validator panicked"
         )
     if locations:
         return Rederived("reject", frozenset(locations), "content does not match the schema")

@@ -36,7 +36,7 @@ from keeper.verify.checks import (
 )
 from keeper.verify.failures import Failure, FailureCode, Status, derive_status
 from keeper.verify.report import ChainRef, Report, build_report, same_outcome, stored_report
-from keeper.verify.sandbox import Sandbox, SandboxTimeout
+from keeper.verify.sandbox import Sandbox, SandboxFault, SandboxTimeout
 from keeper.verify.sources import FetchContext, Fetched, Problem, Source, SourceFailure
 
 
@@ -131,7 +131,7 @@ async def _reexecute(
         return await verifier.sandbox.call(
             check_reexecution, document, facts, verifier.checks, content
         )
-    except SandboxTimeout as exc:
+    except (SandboxTimeout, SandboxFault) as exc:
         return [Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", f"re-run stopped: {exc}")]
     except MemoryError:
         return [Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", "re-run ran out of memory")]

@@ -67,6 +67,7 @@ def measured() -> Iterator[Callable[[str, str, Callable[[], None]], None]]:
 def fuzz_settings(size: Size) -> settings:
     return settings(
         max_examples=size.fuzz_examples,
+        derandomize=True,
         deadline=DEADLINE,
         database=None,
         suppress_health_check=[

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import EvaluatorServer
-from sandbox_targets import raise_oserror, sleep_then
+from sandbox_targets import raise_oserror, segfault, sleep_then, validate
 from verify_helpers import COMPLETE, facts, verdict
 
 from keeper.verify.canonical import keccak_hex
 from keeper.verify.failures import Status
 from keeper.verify.report import ChainRef
-from keeper.verify.sandbox import Sandbox, SandboxTimeout
+from keeper.verify.sandbox import Sandbox, SandboxFault, SandboxTimeout
 from keeper.verify.sources import ContentSource, HttpSource
 from keeper.verify.verifier import Verdict, Verifier, verify_verdict
 
@@ -146,3 +146,19 @@ def test_worker_exceptions_are_re_raised_as_they_are() -> None:
             box.run(raise_oserror)
     finally:
         box.close()
+
+
+def test_a_worker_that_crashes_on_its_input_is_a_fault_not_a_retry(sandbox: Sandbox) -> None:
+    """A SIGSEGV while running the call is the input's doing: SandboxFault (final), and the
+    next call gets a fresh worker."""
+    with pytest.raises(SandboxFault, match="SIGSEGV"):
+        sandbox.run(segfault)
+    assert sandbox.run(sleep_then, 0.0, 7) == 7
+
+
+def test_deep_recursion_ends_in_recursion_error_not_a_crash(sandbox: Sandbox) -> None:
+    """A $ref loop the resolver recurses through in native code: on the worker's large call
+    stack Python's recursion limit is reached before the C stack overflows."""
+    with pytest.raises(RecursionError):
+        sandbox.run(validate, {"$anchor": "a", "$ref": "#a", "required": ["x"]}, {"y": 1})
+    assert sandbox.run(sleep_then, 0.0, 8) == 8
