@@ -35,6 +35,7 @@ _DESCEND_ONE = (
     "unevaluatedItems",
     "unevaluatedProperties",
 )
+_DESCEND_LIST = ("prefixItems",)
 _DESCEND_MAP = ("properties", "patternProperties")
 
 Path = tuple[str, ...]
@@ -74,22 +75,36 @@ def _walk(root: Any, start: Path, state: dict[Path, int]) -> Path | None:
 
 def _same_place(root: Any, path: Path) -> Iterator[Path]:
     """Subschemas applied at the same instance location as the one at ``path``."""
+    yield from _keyword_children(root, path, _SAME_PLACE_ONE, _SAME_PLACE_LIST, _SAME_PLACE_MAP)
+    node = _at(root, path)
+    if isinstance(node, dict):
+        for key in _REFS:
+            target = _resolve(root, path, node.get(key))
+            if target is not None:
+                yield target
+
+
+def _descending(root: Any, path: Path) -> Iterator[Path]:
+    """Subschemas applied to a part of the instance (a member or an item)."""
+    yield from _keyword_children(root, path, _DESCEND_ONE, _DESCEND_LIST, _DESCEND_MAP)
+
+
+def _keyword_children(
+    root: Any, path: Path, one: tuple[str, ...], lists: tuple[str, ...], maps: tuple[str, ...]
+) -> Iterator[Path]:
+    """The subschemas under the given keywords: a schema, a list of them, or a map of them."""
     node = _at(root, path)
     if not isinstance(node, dict):
         return
-    for key in _SAME_PLACE_ONE:
+    for key in one:
         if key in node:
             yield (*path, key)
-    for key in _SAME_PLACE_LIST:
+    for key in lists:
         if isinstance(node.get(key), list):
             yield from ((*path, key, str(i)) for i in range(len(node[key])))
-    for key in _SAME_PLACE_MAP:
+    for key in maps:
         if isinstance(node.get(key), dict):
             yield from ((*path, key, k) for k in node[key])
-    for key in _REFS:
-        target = _resolve(root, path, node.get(key))
-        if target is not None:
-            yield target
 
 
 def _resolve(root: Any, path: Path, ref: Any) -> Path | None:
@@ -135,21 +150,6 @@ def _reachable(root: Any) -> list[Path]:
                 seen.add(nxt)
                 stack.append(nxt)
     return order
-
-
-def _descending(root: Any, path: Path) -> Iterator[Path]:
-    """Subschemas applied to a part of the instance (a member or an item)."""
-    node = _at(root, path)
-    if not isinstance(node, dict):
-        return
-    for key in _DESCEND_ONE:
-        if key in node:
-            yield (*path, key)
-    for key in _DESCEND_MAP:
-        if isinstance(node.get(key), dict):
-            yield from ((*path, key, k) for k in node[key])
-    if isinstance(node.get("prefixItems"), list):
-        yield from ((*path, "prefixItems", str(i)) for i in range(len(node["prefixItems"])))
 
 
 _MISSING = object()
