@@ -34,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from keeper.domain.model import Protocol
 from keeper.errors import ConfigError
+from keeper.rpc.config import redact_url
 
 __all__ = [
     "ApiConfig",
@@ -307,7 +308,7 @@ def _choice(*choices: str) -> Callable[[object], str]:
 def _url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
     def check(value: object) -> str:
         text = _str(value)
-        shown = redact_url(text) if secret else text
+        shown = redact_url(text, marks=True) if secret else text
         try:
             parts = urlsplit(text)
             parts.port  # noqa: B018 -- raises ValueError on a bad port
@@ -788,23 +789,6 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
 # --------------------------------------------------------------------------- redaction
 
 
-def redact_url(url: str) -> str:
-    """Keep scheme, host and port; mask userinfo, path and query, where providers put keys."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "***"
-    if not parts.scheme or not host:
-        return "***"
-    if ":" in host:
-        host = f"[{host}]"
-    userinfo = "***@" if "@" in parts.netloc else ""
-    hidden = bool(parts.path.strip("/") or parts.query or parts.fragment)
-    return urlunsplit((parts.scheme, f"{userinfo}{host}{port}", "/…" if hidden else "", "", ""))
-
-
 def _redact_template(url: str) -> str:
     """Verdict source templates keep their path (it carries ``{jobId}``) but lose credentials."""
     parts = urlsplit(url)
@@ -824,7 +808,7 @@ def redacted(config: Config) -> dict[str, Any]:
     """
     out: dict[str, Any] = asdict(config)
     out["contracts"] = [{**c, "protocol": c["protocol"].value} for c in out["contracts"]]
-    out["chain"]["rpc_urls"] = [redact_url(u) for u in config.chain.rpc_urls]
+    out["chain"]["rpc_urls"] = [redact_url(u, marks=True) for u in config.chain.rpc_urls]
     out["chain"]["rpc_names"] = list(config.chain.rpc_names)
     for key in ("sources", "content_sources"):
         sources: tuple[SourceConfig, ...] = getattr(config.verdicts, key)

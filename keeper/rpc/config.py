@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 
-def redact_url(url: str) -> str:
+def redact_url(url: str, *, marks: bool = False) -> str:
     """``scheme://host[:port]`` of a URL: no credentials, path, query or fragment.
 
-    Used as the default endpoint name; unparsable input yields ``"<redacted>"``
-    rather than echoing it back.
+    The default endpoint name (and so a metrics label) uses the bare form. With
+    ``marks`` (the printed configuration), ``***@`` and ``/…`` show an operator
+    that credentials or a path were there and hidden. Unparsable input yields
+    ``"<redacted>"`` rather than echoing it back.
     """
     try:
         parts = urlsplit(url)
@@ -28,7 +30,11 @@ def redact_url(url: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None:
         netloc = f"{netloc}:{port}"
-    return f"{parts.scheme}://{netloc}"
+    if not marks:
+        return f"{parts.scheme}://{netloc}"
+    userinfo = "***@" if "@" in parts.netloc else ""
+    hidden = bool(parts.path.strip("/") or parts.query or parts.fragment)
+    return f"{parts.scheme}://{userinfo}{netloc}{'/…' if hidden else ''}"
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
