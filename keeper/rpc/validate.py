@@ -10,8 +10,8 @@ again, preferably elsewhere. Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
 
 from eth_utils.crypto import keccak
 
@@ -21,6 +21,9 @@ _QUANTITY: Final = re.compile(r"0x[0-9a-fA-F]{1,64}\Z")
 _DATA: Final = re.compile(r"0x([0-9a-fA-F]{2})*\Z")
 _HASH: Final = re.compile(r"0x[0-9a-fA-F]{64}\Z")
 _ADDRESS: Final = re.compile(r"0x[0-9a-fA-F]{40}\Z")
+
+
+T = TypeVar("T")
 
 
 class InvalidResponse(ValueError):
@@ -85,38 +88,29 @@ class _Memo:
     once (then a dict lookup) is most of what parsing a large answer costs.
     """
 
-    __slots__ = ("address", "hash", "quantity")
+    __slots__ = ("_address", "_hash", "_quantity")
 
     def __init__(self) -> None:
-        self.hash: dict[str, str] = {}
-        self.address: dict[str, str] = {}
-        self.quantity: dict[str, int] = {}
+        self._hash: dict[str, str] = {}
+        self._address: dict[str, str] = {}
+        self._quantity: dict[str, int] = {}
+
+    def hash32(self, value: Any, what: str) -> str:
+        return _checked(self._hash, hash32, value, what)
+
+    def address(self, value: Any, what: str) -> str:
+        return _checked(self._address, address, value, what)
+
+    def quantity(self, value: Any, what: str) -> int:
+        return _checked(self._quantity, quantity, value, what)
 
 
-def _memo_hash(value: Any, what: str, memo: _Memo | None) -> str:
-    if memo is None or not isinstance(value, str):
-        return hash32(value, what)
-    found = memo.hash.get(value)
+def _checked(seen: dict[str, T], check: Callable[[Any, str], T], value: Any, what: str) -> T:
+    if not isinstance(value, str):
+        return check(value, what)  # raises: only strings pass any check
+    found = seen.get(value)
     if found is None:
-        found = memo.hash[value] = hash32(value, what)
-    return found
-
-
-def _memo_address(value: Any, what: str, memo: _Memo | None) -> str:
-    if memo is None or not isinstance(value, str):
-        return address(value, what)
-    found = memo.address.get(value)
-    if found is None:
-        found = memo.address[value] = address(value, what)
-    return found
-
-
-def _memo_quantity(value: Any, what: str, memo: _Memo | None) -> int:
-    if memo is None or not isinstance(value, str):
-        return quantity(value, what)
-    found = memo.quantity.get(value)
-    if found is None:
-        found = memo.quantity[value] = quantity(value, what)
+        found = seen[value] = check(value, what)
     return found
 
 
@@ -129,16 +123,15 @@ def parse_log(raw: Any, memo: _Memo | None = None) -> Log:
     topics_raw = _field(raw, "topics", "log")
     if not isinstance(topics_raw, list) or len(topics_raw) > 4:
         raise InvalidResponse("log.topics: not a list of at most 4 hashes")
+    m = memo or _Memo()
     return Log(
-        address=_memo_address(_field(raw, "address", "log"), "log.address", memo),
-        topics=tuple(_memo_hash(t, "log.topics[]", memo) for t in topics_raw),
+        address=m.address(_field(raw, "address", "log"), "log.address"),
+        topics=tuple(m.hash32(t, "log.topics[]") for t in topics_raw),
         data=data(_field(raw, "data", "log"), "log.data"),
-        block_number=_memo_quantity(_field(raw, "blockNumber", "log"), "log.blockNumber", memo),
-        block_hash=_memo_hash(_field(raw, "blockHash", "log"), "log.blockHash", memo),
-        tx_hash=_memo_hash(_field(raw, "transactionHash", "log"), "log.transactionHash", memo),
-        tx_index=_memo_quantity(
-            _field(raw, "transactionIndex", "log"), "log.transactionIndex", memo
-        ),
+        block_number=m.quantity(_field(raw, "blockNumber", "log"), "log.blockNumber"),
+        block_hash=m.hash32(_field(raw, "blockHash", "log"), "log.blockHash"),
+        tx_hash=m.hash32(_field(raw, "transactionHash", "log"), "log.transactionHash"),
+        tx_index=m.quantity(_field(raw, "transactionIndex", "log"), "log.transactionIndex"),
         log_index=quantity(_field(raw, "logIndex", "log"), "log.logIndex"),
     )
 
