@@ -334,11 +334,7 @@ class Transactions:
             else:
                 self.outcomes.finish(intent, outcome_of(res.verdict), res.reason)
         market = suggest(await self.fee_history(), self.settings.fee_policy)
-        # bump from the highest fees ever signed at this nonce: a replacement the
-        # node refused as underpriced must not be re-signed with the same fees
-        signed = self.store.attempts_at(self.address, latest.nonce)
-        prev = FeeDecision(max(a.max_fee for a in signed), max(a.tip for a in signed))
-        fees = bump(prev, self.settings.max_fee_cap, market)
+        fees = self._above_signed(latest.nonce, market)
         if isinstance(fees, CapHit):
             self.outcomes.count_cap(fees)
             summary.fee_cap = True
@@ -358,6 +354,16 @@ class Transactions:
         actions = [_action_of(i) for i in keep]
         if not await self.send_actions(actions, keep, head, fees, summary, nonce=latest.nonce):
             await self.send_cancel(latest.nonce, head, fees, latest, summary)
+
+    def _above_signed(self, nonce: int, market: FeeDecision | CapHit) -> FeeDecision | CapHit:
+        """Fees for a new signature at ``nonce``: a replacement bump over every fee ever
+        signed there. A node that refused one of ours as underpriced, or still holds it,
+        takes nothing less, so re-signing at the same fees would be refused forever."""
+        signed = self.store.attempts_at(self.address, nonce)
+        if not signed:
+            return market
+        prev = FeeDecision(max(a.max_fee for a in signed), max(a.tip for a in signed))
+        return bump(prev, self.settings.max_fee_cap, market)
 
     def _reopen_orphans(self) -> None:
         """Intents marked in flight whose every attempt ended without settling them."""
@@ -458,8 +464,22 @@ class Transactions:
                 nonce=nonce,
                 regate=False,
             )
+        at = self._take_nonce() if nonce is None else nonce
+        if nonce is None:  # a fresh nonce, or a gap once refused as underpriced
+            above = self._above_signed(at, fees)
+            if isinstance(above, CapHit):  # the nonce stays unsent: a gap the next tick fills
+                self.outcomes.count_cap(above)
+                summary.fee_cap = True
+                self.store.set_outcome(
+                    [i.id for i in intents],
+                    "fee_cap",
+                    status="open",
+                    detail=f"needs {above.needed} wei/gas at nonce {at}, cap {above.cap}",
+                )
+                return False
+            fees = above
         await self._sign_and_send(
-            nonce=self._take_nonce() if nonce is None else nonce,
+            nonce=at,
             kind=kind,
             to=to,
             data=data,
@@ -480,6 +500,12 @@ class Transactions:
         summary: TickSummary,
     ) -> None:
         """A zero-value transfer to ourselves: frees ``nonce`` without doing anything."""
+        above = self._above_signed(nonce, fees)
+        if isinstance(above, CapHit):
+            self.outcomes.count_cap(above)
+            summary.fee_cap = True
+            return  # the nonce stays open; the next tick tries again
+        fees = above
         await self._sign_and_send(
             nonce=nonce,
             kind="cancel",

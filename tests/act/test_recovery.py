@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import random
@@ -311,6 +312,34 @@ class TestStuck:
         assert attempts[1].to_address == address_of(KEEPER_KEYS[0])
         assert keeper.store.all_intents()[0].outcome == "preempted"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+
+
+class TestRefusedAsUnderpriced:
+    """A first send refused as underpriced is signed again at the same nonce with higher fees."""
+
+    @pytest.mark.parametrize("client", ["geth", "nethermind"])
+    async def test_the_next_signature_at_that_nonce_is_bumped(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, client: str
+    ) -> None:
+        """A node with a minimum price above the market suggestion refuses the same fees
+        forever; each new signature at the refused nonce must offer >= 12.5% more."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.mine_at(expiry)
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as picky:
+            keeper = make_keeper(client=picky, redecide_after_blocks=0)
+            proxy.rules.reject_tx("underpriced", client=client, count=2)
+            for _ in range(4):
+                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                escrows.control.mine()
+        attempts = keeper.store.all_attempts()
+        assert [a.status for a in attempts] == ["failed", "failed", "confirmed"]
+        assert {a.nonce for a in attempts} == {0}
+        for before, after in itertools.pairwise(attempts):
+            assert after.max_fee * 8 >= before.max_fee * 9
+            assert after.tip * 8 >= before.tip * 9
+        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
 
 
 class TestReorg:
