@@ -45,6 +45,9 @@ __all__ = ["Transactions", "outcome_of"]
 
 log = structlog.get_logger(component="keeper.act")
 
+# The detail of an intent put back in flight because its confirmation was reorged out.
+REORGED_OUT = "confirmation reorged out"
+
 
 def _hex(data: bytes) -> str:
     return "0x" + data.hex()
@@ -144,7 +147,7 @@ class Transactions:
             for i in self.store.intents(self.store.attempt_intent_ids(attempt.id))
             if i.outcome == "confirmed" and i.tx_hash == attempt.tx_hash
         ]
-        self.store.set_outcome(confirmed_by_it, None, status="inflight")
+        self.store.set_outcome(confirmed_by_it, None, status="inflight", detail=REORGED_OUT)
         if receipt is not None:
             self.store.mark_attempt(attempt.id, "mined", receipt=landed(receipt).as_tuple())
         else:
@@ -277,7 +280,8 @@ class Transactions:
         )
         block = await self.rpc.get_block(where.block_number) if self.metrics else None
         for intent in moved:
-            self.outcomes.count(intent, "confirmed")
+            if intent.detail != REORGED_OUT:  # counted when first confirmed
+                self.outcomes.count(intent, "confirmed")
             if self.metrics and block is not None:
                 delay = max(block.timestamp - intent.due_at, 0)
                 self.metrics.action_delay_seconds.labels(intent.action).observe(delay)

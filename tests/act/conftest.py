@@ -11,6 +11,7 @@ from keeper_harness import KEEPER_KEYS, Escrows, open_db
 from keeper.act import Keeper, KeeperSettings, Signer
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
+from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 
@@ -45,6 +46,7 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
         *,
         client: RpcClient | None = None,
         db: Path | None = None,
+        metrics: Metrics | None = None,
         **overrides: object,
     ) -> Keeper:
         settings = KeeperSettings(
@@ -62,6 +64,7 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
             rpc=client or rpc,
             db=open_db(db or tmp_path / f"keeper{index}.db"),
             signer=Signer(KEEPER_KEYS[index]),
+            metrics=metrics,
         )
 
     return build

@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 from conftest import MakeKeeper, make_rpc
 from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, address_of
+from prometheus_client import CollectorRegistry
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper
 from keeper.domain.model import BlockHeader, JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
+from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 
 CHILD = Path(__file__).with_name("keeper_child.py")
@@ -348,11 +350,13 @@ class TestReorg:
     async def test_reorged_out_refund_is_reexecuted(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
-        """After anvil_reorg removes the refund's block, the keeper sends it again and confirms."""
+        """After anvil_reorg removes the refund's block, the keeper sends it again and confirms;
+        keeper_actions_total counts the action confirmed once, not once per confirmation."""
         expiry = escrows.now() + 100
         ids = escrows.funded_jobs(1, expiry)
         escrows.control.mine_at(expiry)
-        keeper = make_keeper()
+        registry = CollectorRegistry()
+        keeper = make_keeper(metrics=Metrics(registry))
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
@@ -368,6 +372,14 @@ class TestReorg:
         [again] = keeper.store.all_intents()
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
+        confirmed = [
+            s.value
+            for m in registry.collect()
+            if m.name == "keeper_actions"
+            for s in m.samples
+            if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
+        ]
+        assert confirmed == [1.0]
 
     async def test_reorg_beyond_the_watch_window_is_caught_by_the_nonce(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
