@@ -159,7 +159,13 @@ class Indexer:
         if len(self.rpc.endpoint_names) > 1:
             heads = [h for h in (await self.rpc.head_of_each()).values() if h is not None]
             if heads:
-                best = await self.rpc.get_block_and_bloom(max(heads), must_exist=True)
+                try:
+                    best = await self.rpc.get_block_and_bloom(max(heads), must_exist=True)
+                except (RetryableError, RpcError) as exc:
+                    # only the endpoint that is ahead has that block, and it is failing
+                    # now: follow what the others have rather than not moving at all
+                    log.info("best_head_unavailable", block=max(heads), error=str(exc))
+                    best = None
                 if best is not None:
                     self._head_bloom = best
                     return best[0]

@@ -10,7 +10,7 @@ from support.rpc_proxy import RpcProxy
 from sync_support import Harness, fresh_index, run_traffic, table_diff, traffic, write_config
 from test_indexer_crash import bulk_events
 
-from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.anvil import AnvilProcess, rpc_call
 from keeper.devnet.deploy import Deployment, deploy_all
 
 
@@ -80,5 +80,38 @@ async def test_429s_never_shrink_the_log_range(
             assert len(observed) >= 8 + 4
             assert all(span == 10 for span in observed[:-1]), observed
             assert h.indexer.policy.size >= 10
+        finally:
+            await h.close()
+
+
+async def test_when_only_the_leading_endpoint_has_the_head_and_it_fails_the_rest_is_followed(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """The endpoint ahead answers no blocks for a while, the other lags 3 blocks: each step
+    still indexes what the lagging one has, then the head once the leader recovers."""
+    await asyncio.to_thread(bulk_events, anvil.url, deployed, 12, 2)
+    with RpcProxy(anvil.url) as leader, RpcProxy(anvil.url) as lagging:
+        lagging.rules.lag = 3
+        cfg = write_config(
+            tmp_path, "outage", [leader.url, lagging.url], deployed, finality="confirmations",
+            confirmations=6, request_timeout=1.0,
+        )  # fmt: skip
+        h = Harness(cfg)
+        try:
+            await h.to_head()  # a realtime window to follow from
+            await asyncio.to_thread(bulk_events, anvil.url, deployed, 6, 2)
+            top = int(await asyncio.to_thread(rpc_call, anvil.url, "eth_blockNumber"), 16)
+            leader.rules.on("eth_getBlockByNumber", garbage=1000)  # out for blocks
+            for _ in range(3):
+                await h.indexer.step()  # never raises: what the lagging endpoint has is enough
+            assert h.indexer.start_cursor() == top - 3
+            leader.rules.clear()
+            await h.indexer.step()
+            assert h.indexer.start_cursor() == top
+            fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
+            try:
+                assert table_diff(h.dump(), fresh.dump()) == ""
+            finally:
+                await fresh.close()
         finally:
             await h.close()
