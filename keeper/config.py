@@ -21,17 +21,17 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-import math
 import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
+from keeper import config_values as v
 from keeper.domain.model import Protocol
 from keeper.errors import ConfigError
 from keeper.rpc.config import redact_url
@@ -55,11 +55,6 @@ __all__ = [
 ]
 
 ENV_PREFIX = "KEEPER_"
-
-_ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-_RPC_SCHEMES = ("http", "https", "ws", "wss")
-_HTTP_SCHEMES = ("http", "https")
 
 
 # --------------------------------------------------------------------------- dataclasses
@@ -185,298 +180,73 @@ class Config:
     log: LogConfig = LogConfig()
 
 
-# --------------------------------------------------------------------------- value checks
-
-_REQUIRED: Any = object()
-
-
-class _Bad(Exception):
-    """One problem with one value; the caller prefixes the key path."""
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Bad(f"expected an integer, got {_show(value)}")
-    return value
-
-
-def _nonneg_int(value: object) -> int:
-    number = _int(value)
-    if number < 0:
-        raise _Bad(f"must be >= 0, got {number}")
-    return number
-
-
-def _pos_int(value: object) -> int:
-    number = _int(value)
-    if number < 1:
-        raise _Bad(f"must be >= 1, got {number}")
-    return number
-
-
-def _big_int(value: object) -> int:
-    """A non-negative integer that may exceed TOML's 64-bit range, so a digit string is allowed."""
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return _nonneg_int(value)
-
-
-def _pos_float(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Bad(f"expected a number, got {_show(value)}")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise _Bad(f"must be a positive number, got {_show(value)}")
-    return number
-
-
-def _gas_margin(value: object) -> float:
-    number = _pos_float(value)
-    if number < 1.0:
-        raise _Bad(f"must be >= 1.0 (a margin below the estimate fails), got {_show(value)}")
-    return number
-
-
-def _gwei(value: object) -> Decimal:
-    """Fees below 1 gwei are common on L2s, so decimals are allowed, but never below 1 wei."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _Bad(f"expected a number of gwei, got {_show(value)}")
-    try:
-        amount = Decimal(str(value))
-    except InvalidOperation:
-        raise _Bad(f"expected a number of gwei, got {_show(value)}") from None
-    if not amount.is_finite() or amount <= 0:
-        raise _Bad(f"must be a positive number of gwei, got {_show(value)}")
-    if amount * 10**9 != int(amount * 10**9):
-        raise _Bad(f"must be a whole number of wei, got {_show(value)} gwei")
-    return amount
-
-
-def _bool(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _Bad(f"expected true or false, got {_show(value)}")
-    return value
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise _Bad(f"expected a string, got {_show(value)}")
-    return value
-
-
-def _nonempty_str(value: object) -> str:
-    text = _str(value)
-    if not text:
-        raise _Bad("must not be empty")
-    return text
-
-
-def _name(value: object) -> str:
-    text = _str(value)
-    if not _NAME_RE.match(text):
-        raise _Bad(f"not a valid name (letters, digits, '_', '.', '-'; 1-64 chars): {_show(text)}")
-    return text
-
-
-def _address(value: object) -> str:
-    text = _str(value)
-    if not _ADDRESS_RE.match(text):
-        raise _Bad(f"not an address: {_show(text)}")
-    return text.lower()
-
-
-def _optional_address(value: object) -> str:
-    """An address, or "" for none."""
-    return "" if _str(value) == "" else _address(value)
-
-
-def _choice(*choices: str) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        text = _str(value)
-        if text not in choices:
-            raise _Bad(f"must be one of {', '.join(repr(c) for c in choices)}, got {_show(text)}")
-        return text
-
-    return check
-
-
-def _url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        text = _str(value)
-        shown = redact_url(text, marks=True) if secret else text
-        try:
-            parts = urlsplit(text)
-            parts.port  # noqa: B018 -- raises ValueError on a bad port
-        except ValueError:
-            raise _Bad(f"not a valid URL: {_show(shown)}") from None
-        if parts.scheme not in schemes or not parts.hostname:
-            raise _Bad(f"not a valid {'/'.join(schemes)} URL: {_show(shown)}")
-        return text
-
-    return check
-
-
-def _listen(value: object) -> str:
-    text = _str(value)
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise _Bad(f"expected host:port, got {_show(text)}")
-    return text
-
-
-def _pointer(value: object) -> str:
-    text = _str(value)
-    if text and not text.startswith("/"):
-        raise _Bad(f"a JSON pointer is empty or starts with '/', got {_show(text)}")
-    return text
-
-
-def _type_name(value: object) -> str:
-    names = {str: "string", int: "number", float: "number", bool: "boolean", dict: "table"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _str_list(item: Callable[[object], str]) -> Callable[[object], tuple[str, ...]]:
-    def check(value: object) -> tuple[str, ...]:
-        if not isinstance(value, list):
-            # the type only, never the value: a single RPC URL given as a string
-            # carries its credentials
-            raise _Bad(f"expected a list, got a {_type_name(value)}")
-        out: list[str] = []
-        for index, element in enumerate(value):
-            try:
-                out.append(item(element))
-            except _Bad as exc:
-                raise _Bad(f"[{index}]: {exc}") from None
-        return tuple(out)
-
-    return check
-
-
-# --------------------------------------------------------------------------- env parsing
-
-
-def _env_scalar(text: str) -> object:
-    """Read an env string as TOML would read the literal, falling back to the plain string.
-
-    So ``12`` becomes an int, ``1.5`` a float, ``true`` a bool, ``"x"`` a string;
-    anything unparseable stays a string, and the key's own check then reports it.
-    """
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def _env_list(text: str) -> object:
-    stripped = text.strip()
-    if stripped.startswith("["):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise _Bad(f"not a JSON list: {exc.msg}") from None
-    return [part.strip() for part in stripped.split(",") if part.strip()]
-
-
-def _env_json(text: str) -> object:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _Bad(f"not valid JSON: {exc.msg}") from None
-
-
-def _env_str(text: str) -> object:
-    return text
-
-
-def _env_evaluators(text: str) -> object:
-    """JSON object, or ``name=0x..,name2=0x..`` for shells where JSON quoting hurts."""
-    if text.strip().startswith("{"):
-        return _env_json(text)
-    out: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, address = part.partition("=")
-        if not sep:
-            raise _Bad(f"expected name=address pairs, got {_show(part)}")
-        out[name.strip()] = address.strip()
-    return out
-
-
 # --------------------------------------------------------------------------- schema
 
 
 @dataclass(frozen=True, slots=True)
 class _Key:
     check: Callable[[object], object]
-    default: object = _REQUIRED
-    env: Callable[[str], object] = _env_scalar
+    default: object = v.REQUIRED
+    env: Callable[[str], object] = v.env_scalar
 
 
 _CHAIN: dict[str, _Key] = {
-    "chain_id": _Key(_pos_int),
-    "rpc_urls": _Key(_str_list(_url(_RPC_SCHEMES, secret=True)), env=_env_list),
-    "rpc_names": _Key(_str_list(_name), (), env=_env_list),
-    "confirmations": _Key(_nonneg_int, 12),
-    "finality": _Key(_choice("tag", "confirmations"), "tag", env=_env_str),
-    "poll_interval": _Key(_pos_float, 2.0),
-    "window": _Key(_pos_int, 128),
-    "requests_per_second": _Key(_pos_float, 25.0),
-    "request_timeout": _Key(_pos_float, 10.0),
-    "max_range": _Key(_pos_int, 2000),
-    "min_range": _Key(_pos_int, 1),
+    "chain_id": _Key(v.pos_int),
+    "rpc_urls": _Key(v.str_list(v.url(v.RPC_SCHEMES, secret=True)), env=v.env_list),
+    "rpc_names": _Key(v.str_list(v.name), (), env=v.env_list),
+    "confirmations": _Key(v.nonneg_int, 12),
+    "finality": _Key(v.choice("tag", "confirmations"), "tag", env=v.env_str),
+    "poll_interval": _Key(v.pos_float, 2.0),
+    "window": _Key(v.pos_int, 128),
+    "requests_per_second": _Key(v.pos_float, 25.0),
+    "request_timeout": _Key(v.pos_float, 10.0),
+    "max_range": _Key(v.pos_int, 2000),
+    "min_range": _Key(v.pos_int, 1),
 }
-_DATABASE: dict[str, _Key] = {"path": _Key(_nonempty_str, "data/keeper.db", env=_env_str)}
+_DATABASE: dict[str, _Key] = {"path": _Key(v.nonempty_str, "data/keeper.db", env=v.env_str)}
 _CONTRACT: dict[str, _Key] = {
-    "name": _Key(_name, env=_env_str),
-    "protocol": _Key(_choice(*(p.value for p in Protocol)), env=_env_str),
-    "address": _Key(_address, env=_env_str),
-    "start_block": _Key(_nonneg_int, 0),
+    "name": _Key(v.name, env=v.env_str),
+    "protocol": _Key(v.choice(*(p.value for p in Protocol)), env=v.env_str),
+    "address": _Key(v.address, env=v.env_str),
+    "start_block": _Key(v.nonneg_int, 0),
 }
 _HTTP_SOURCE: dict[str, _Key] = {
-    "kind": _Key(_str),
-    "url": _Key(_url(_HTTP_SCHEMES, secret=True)),
-    "pointer": _Key(_pointer, ""),
-    "timeout": _Key(_pos_float, 10.0),
-    "max_bytes": _Key(_pos_int, 1_048_576),
+    "kind": _Key(v.string),
+    "url": _Key(v.url(v.HTTP_SCHEMES, secret=True)),
+    "pointer": _Key(v.pointer, ""),
+    "timeout": _Key(v.pos_float, 10.0),
+    "max_bytes": _Key(v.pos_int, 1_048_576),
 }
-_DIRECTORY_SOURCE: dict[str, _Key] = {"kind": _Key(_str), "path": _Key(_nonempty_str)}
+_DIRECTORY_SOURCE: dict[str, _Key] = {"kind": _Key(v.string), "path": _Key(v.nonempty_str)}
 _VERDICTS: dict[str, _Key] = {
-    "sources": _Key(lambda v: v, [], env=_env_json),  # checked by _sources
-    "content_sources": _Key(lambda v: v, [], env=_env_json),
-    "retry_horizon": _Key(_nonneg_int, 86_400),
-    "evaluators": _Key(lambda v: v, {}, env=_env_evaluators),  # checked by _evaluators
+    "sources": _Key(lambda v: v, [], env=v.env_json),  # checked by _sources
+    "content_sources": _Key(lambda v: v, [], env=v.env_json),
+    "retry_horizon": _Key(v.nonneg_int, 86_400),
+    "evaluators": _Key(lambda v: v, {}, env=v.env_evaluators),  # checked by _evaluators
 }
 _KEEPER: dict[str, _Key] = {
-    "enabled": _Key(_bool, False),
-    "dry_run": _Key(_bool, False),
-    "private_key_env": _Key(_str, "", env=_env_str),
-    "keystore": _Key(_str, "", env=_env_str),
-    "keystore_password_file": _Key(_str, "", env=_env_str),
-    "max_fee_gwei": _Key(_gwei, Decimal(100)),
-    "min_balance_wei": _Key(_big_int, 10**16),
-    "confirmations": _Key(_nonneg_int, 2),
-    "batch_size": _Key(_pos_int, 50),
-    "shard": _Key(_nonneg_int, 0),
-    "shards": _Key(_pos_int, 1),
-    "shard_fallback_seconds": _Key(_nonneg_int, 300),
-    "gas_margin": _Key(_gas_margin, 1.2),
-    "multicall": _Key(_optional_address, "", env=_env_str),
+    "enabled": _Key(v.boolean, False),
+    "dry_run": _Key(v.boolean, False),
+    "private_key_env": _Key(v.string, "", env=v.env_str),
+    "keystore": _Key(v.string, "", env=v.env_str),
+    "keystore_password_file": _Key(v.string, "", env=v.env_str),
+    "max_fee_gwei": _Key(v.gwei, Decimal(100)),
+    "min_balance_wei": _Key(v.big_int, 10**16),
+    "confirmations": _Key(v.nonneg_int, 2),
+    "batch_size": _Key(v.pos_int, 50),
+    "shard": _Key(v.nonneg_int, 0),
+    "shards": _Key(v.pos_int, 1),
+    "shard_fallback_seconds": _Key(v.nonneg_int, 300),
+    "gas_margin": _Key(v.gas_margin, 1.2),
+    "multicall": _Key(v.optional_address, "", env=v.env_str),
 }
 _API: dict[str, _Key] = {
-    "listen": _Key(_listen, "127.0.0.1:9464", env=_env_str),
-    "enabled": _Key(_bool, True),
+    "listen": _Key(v.listen, "127.0.0.1:9464", env=v.env_str),
+    "enabled": _Key(v.boolean, True),
 }
 _LOG: dict[str, _Key] = {
-    "format": _Key(_choice("auto", "json", "console"), "auto", env=_env_str),
-    "level": _Key(_choice("debug", "info", "warning", "error", "critical"), "info", env=_env_str),
+    "format": _Key(v.choice("auto", "json", "console"), "auto", env=v.env_str),
+    "level": _Key(v.choice("debug", "info", "warning", "error", "critical"), "info", env=v.env_str),
 }
 _TABLES: dict[str, dict[str, _Key]] = {
     "chain": _CHAIN,
@@ -529,7 +299,7 @@ def _table(
 ) -> dict[str, Any]:
     """Check one table against its schema; return values (defaults filled) for good keys."""
     if not isinstance(raw, dict):
-        problems.add(path, f"expected a table, got {_show(raw)}")
+        problems.add(path, f"expected a table, got {v.show(raw)}")
         return {}
     out: dict[str, Any] = {}
     for key in raw:
@@ -537,21 +307,22 @@ def _table(
             problems.lines.append(_unknown(f"{path}.{_key_text(key)}", key, schema))
     for key, spec in schema.items():
         if key not in raw:
-            if spec.default is _REQUIRED:
+            if spec.default is v.REQUIRED:
                 problems.add(f"{path}.{key}", "required key is missing")
             else:
                 out[key] = spec.default
             continue
         try:
             out[key] = spec.check(raw[key])
-        except _Bad as exc:
+        except v.BadValue as exc:
             problems.add(f"{path}.{key}", str(exc))
     return out
 
 
 def _sources(raw: object, path: str, problems: _Problems) -> tuple[SourceConfig, ...]:
     if not isinstance(raw, list):
-        problems.add(path, f"expected a list of tables, got a {_type_name(raw)}")  # never the value
+        # the type, never the value: a source given as a string may be a secret URL
+        problems.add(path, f"expected a list of tables, got a {v.type_name(raw)}")
         return ()
     out: list[SourceConfig] = []
     for index, entry in enumerate(raw):
@@ -567,28 +338,28 @@ def _sources(raw: object, path: str, problems: _Problems) -> tuple[SourceConfig,
             if len(values) == len(_DIRECTORY_SOURCE):
                 out.append(DirectorySourceConfig(path=values["path"]))
         elif isinstance(entry, dict):
-            problems.add(f"{where}.kind", f"must be 'http' or 'directory', got {_show(kind)}")
+            problems.add(f"{where}.kind", f"must be 'http' or 'directory', got {v.show(kind)}")
         else:
-            problems.add(where, f"expected a table, got {_show(entry)}")
+            problems.add(where, f"expected a table, got {v.show(entry)}")
     return tuple(out)
 
 
 def _evaluators(raw: object, path: str, problems: _Problems) -> dict[str, str]:
     if not isinstance(raw, dict):
-        problems.add(path, f"expected a table of name = address, got {_show(raw)}")
+        problems.add(path, f"expected a table of name = address, got {v.show(raw)}")
         return {}
     out: dict[str, str] = {}
     for name, value in raw.items():
         try:
-            out[_name(name)] = _address(value)
-        except _Bad as exc:
+            out[v.name(name)] = v.address(value)
+        except v.BadValue as exc:
             problems.add(f"{path}.{name}", str(exc))
     return out
 
 
 def _contracts(raw: object, problems: _Problems) -> tuple[ContractConfig, ...]:
     if not isinstance(raw, list):
-        problems.add("contracts", f"expected a list of tables ([[contracts]]), got {_show(raw)}")
+        problems.add("contracts", f"expected a list of tables ([[contracts]]), got {v.show(raw)}")
         return ()
     out: list[ContractConfig] = []
     seen_names: dict[str, int] = {}
@@ -653,7 +424,7 @@ def _overlay_env(raw: dict[str, Any], env: Mapping[str, str], problems: _Problem
                 table = raw.setdefault(section, {})
                 if isinstance(table, dict):
                     table[parts[1]] = _TABLES[section][parts[1]].env(env[name])
-        except _Bad as exc:
+        except v.BadValue as exc:
             problems.add(f"{name} -> {'.'.join(parts)}", str(exc))
 
 

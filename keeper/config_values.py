@@ -1,0 +1,253 @@
+"""The value checks and environment parsers behind the configuration schema.
+
+Each check takes a raw TOML (or environment-parsed) value and returns it
+normalised, or raises :class:`BadValue` with a message that names the problem
+and never echoes a value that may be a secret; ``keeper.config`` prefixes the
+key path. Kept apart from the schema so each stays small and the checks can be
+read (and tested) one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from urllib.parse import urlsplit
+
+from keeper.rpc.config import redact_url
+
+ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+RPC_SCHEMES = ("http", "https", "ws", "wss")
+HTTP_SCHEMES = ("http", "https")
+
+
+# --------------------------------------------------------------------------- value checks
+
+REQUIRED: Any = object()
+
+
+class BadValue(Exception):
+    """One problem with one value; the caller prefixes the key path."""
+
+
+def show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def integer(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadValue(f"expected an integer, got {show(value)}")
+    return value
+
+
+def nonneg_int(value: object) -> int:
+    number = integer(value)
+    if number < 0:
+        raise BadValue(f"must be >= 0, got {number}")
+    return number
+
+
+def pos_int(value: object) -> int:
+    number = integer(value)
+    if number < 1:
+        raise BadValue(f"must be >= 1, got {number}")
+    return number
+
+
+def big_int(value: object) -> int:
+    """A non-negative integer that may exceed TOML's 64-bit range, so a digit string is allowed."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return nonneg_int(value)
+
+
+def pos_float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadValue(f"expected a number, got {show(value)}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise BadValue(f"must be a positive number, got {show(value)}")
+    return number
+
+
+def gas_margin(value: object) -> float:
+    number = pos_float(value)
+    if number < 1.0:
+        raise BadValue(f"must be >= 1.0 (a margin below the estimate fails), got {show(value)}")
+    return number
+
+
+def gwei(value: object) -> Decimal:
+    """Fees below 1 gwei are common on L2s, so decimals are allowed, but never below 1 wei."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise BadValue(f"expected a number of gwei, got {show(value)}")
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise BadValue(f"expected a number of gwei, got {show(value)}") from None
+    if not amount.is_finite() or amount <= 0:
+        raise BadValue(f"must be a positive number of gwei, got {show(value)}")
+    if amount * 10**9 != int(amount * 10**9):
+        raise BadValue(f"must be a whole number of wei, got {show(value)} gwei")
+    return amount
+
+
+def boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise BadValue(f"expected true or false, got {show(value)}")
+    return value
+
+
+def string(value: object) -> str:
+    if not isinstance(value, str):
+        raise BadValue(f"expected a string, got {show(value)}")
+    return value
+
+
+def nonempty_str(value: object) -> str:
+    text = string(value)
+    if not text:
+        raise BadValue("must not be empty")
+    return text
+
+
+def name(value: object) -> str:
+    text = string(value)
+    if not NAME_RE.match(text):
+        allowed = "letters, digits, '_', '.', '-'; 1-64 chars"
+        raise BadValue(f"not a valid name ({allowed}): {show(text)}")
+    return text
+
+
+def address(value: object) -> str:
+    text = string(value)
+    if not ADDRESS_RE.match(text):
+        raise BadValue(f"not an address: {show(text)}")
+    return text.lower()
+
+
+def optional_address(value: object) -> str:
+    """An address, or "" for none."""
+    return "" if string(value) == "" else address(value)
+
+
+def choice(*choices: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        text = string(value)
+        if text not in choices:
+            options = ", ".join(repr(c) for c in choices)
+            raise BadValue(f"must be one of {options}, got {show(text)}")
+        return text
+
+    return check
+
+
+def url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        text = string(value)
+        shown = redact_url(text, marks=True) if secret else text
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 -- raises ValueError on a bad port
+        except ValueError:
+            raise BadValue(f"not a valid URL: {show(shown)}") from None
+        if parts.scheme not in schemes or not parts.hostname:
+            raise BadValue(f"not a valid {'/'.join(schemes)} URL: {show(shown)}")
+        return text
+
+    return check
+
+
+def listen(value: object) -> str:
+    text = string(value)
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadValue(f"expected host:port, got {show(text)}")
+    return text
+
+
+def pointer(value: object) -> str:
+    text = string(value)
+    if text and not text.startswith("/"):
+        raise BadValue(f"a JSON pointer is empty or starts with '/', got {show(text)}")
+    return text
+
+
+def type_name(value: object) -> str:
+    names = {str: "string", int: "number", float: "number", bool: "boolean", dict: "table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def str_list(item: Callable[[object], str]) -> Callable[[object], tuple[str, ...]]:
+    def check(value: object) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            # the type only, never the value: a single RPC URL given as a string
+            # carries its credentials
+            raise BadValue(f"expected a list, got a {type_name(value)}")
+        out: list[str] = []
+        for index, element in enumerate(value):
+            try:
+                out.append(item(element))
+            except BadValue as exc:
+                raise BadValue(f"[{index}]: {exc}") from None
+        return tuple(out)
+
+    return check
+
+
+# --------------------------------------------------------------------------- env parsing
+
+
+def env_scalar(text: str) -> object:
+    """Read an env string as TOML would read the literal, falling back to the plain string.
+
+    So ``12`` becomes an int, ``1.5`` a float, ``true`` a bool, ``"x"`` a string;
+    anything unparseable stays a string, and the key's own check then reports it.
+    """
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def env_list(text: str) -> object:
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise BadValue(f"not a JSON list: {exc.msg}") from None
+    return [part.strip() for part in stripped.split(",") if part.strip()]
+
+
+def env_json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadValue(f"not valid JSON: {exc.msg}") from None
+
+
+def env_str(text: str) -> object:
+    return text
+
+
+def env_evaluators(text: str) -> object:
+    """JSON object, or ``name=0x..,name2=0x..`` for shells where JSON quoting hurts."""
+    if text.strip().startswith("{"):
+        return env_json(text)
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, address = part.partition("=")
+        if not sep:
+            raise BadValue(f"expected name=address pairs, got {show(part)}")
+        out[name.strip()] = address.strip()
+    return out
