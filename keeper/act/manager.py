@@ -229,14 +229,7 @@ class Keeper:
             return
         fees = suggest(await self.tx.fee_history(), self.settings.fee_policy)
         if isinstance(fees, CapHit):
-            summary.fee_cap = True
-            self.outcomes.count_cap(fees)
-            self.store.set_outcome(
-                [i.id for i in intents],
-                "fee_cap",
-                status="open",
-                detail=f"needs {fees.needed} wei/gas, cap {fees.cap}",
-            )
+            self.tx.hold_at_cap(intents, fees, summary, status="open", what="sending")
             return
         by_key = {(i.contract, i.subject, i.action): i for i in intents}
         survivors = await self._gate(todo, head, by_key, summary)

@@ -340,14 +340,7 @@ class Transactions:
         market = suggest(await self.fee_history(), self.settings.fee_policy)
         fees = self._above_signed(latest.nonce, market)
         if isinstance(fees, CapHit):
-            self.outcomes.count_cap(fees)
-            summary.fee_cap = True
-            self.store.set_outcome(
-                [i.id for i in keep],
-                "fee_cap",
-                status="inflight",
-                detail=f"replacement needs {fees.needed} wei/gas, cap {fees.cap}",
-            )
+            self.hold_at_cap(keep, fees, summary, status="inflight", what="the replacement")
             return
         if self.metrics:
             self.metrics.tx_replacements.inc()
@@ -368,6 +361,25 @@ class Transactions:
             return market
         prev = FeeDecision(max(a.max_fee for a in signed), max(a.tip for a in signed))
         return bump(prev, self.settings.max_fee_cap, market)
+
+    def hold_at_cap(
+        self,
+        intents: Sequence[Intent],
+        hit: CapHit,
+        summary: TickSummary,
+        *,
+        status: Literal["open", "inflight"],
+        what: str,
+    ) -> None:
+        """The fee the chain asks is above the cap: the intents wait (not ended), counted."""
+        self.outcomes.count_cap(hit)
+        summary.fee_cap = True
+        self.store.set_outcome(
+            [i.id for i in intents],
+            "fee_cap",
+            status=status,
+            detail=f"{what} needs {hit.needed} wei/gas, cap {hit.cap}",
+        )
 
     def _reopen_orphans(self) -> None:
         """Intents marked in flight whose every attempt ended without settling them."""
@@ -472,14 +484,7 @@ class Transactions:
         if nonce is None:  # a fresh nonce, or a gap once refused as underpriced
             above = self._above_signed(at, fees)
             if isinstance(above, CapHit):  # the nonce stays unsent: a gap the next tick fills
-                self.outcomes.count_cap(above)
-                summary.fee_cap = True
-                self.store.set_outcome(
-                    [i.id for i in intents],
-                    "fee_cap",
-                    status="open",
-                    detail=f"needs {above.needed} wei/gas at nonce {at}, cap {above.cap}",
-                )
+                self.hold_at_cap(intents, above, summary, status="open", what=f"nonce {at}")
                 return False
             fees = above
         await self._sign_and_send(
@@ -505,10 +510,9 @@ class Transactions:
     ) -> None:
         """A zero-value transfer to ourselves: frees ``nonce`` without doing anything."""
         above = self._above_signed(nonce, fees)
-        if isinstance(above, CapHit):
-            self.outcomes.count_cap(above)
-            summary.fee_cap = True
-            return  # the nonce stays open; the next tick tries again
+        if isinstance(above, CapHit):  # the nonce stays open; the next tick tries again
+            self.hold_at_cap([], above, summary, status="open", what=f"a cancel at nonce {nonce}")
+            return
         fees = above
         await self._sign_and_send(
             nonce=nonce,
