@@ -150,6 +150,9 @@ def choice(*choices: str) -> Callable[[object], str]:
 
 def url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
     def check(value: object) -> str:
+        if secret and not isinstance(value, str):
+            # a secret URL may sit inside whatever was given instead: name the type only
+            raise BadValue(f"expected a string, got a {type_name(value)}")
         text = string(value)
         shown = redact_url(text, marks=True) if secret else text
         try:

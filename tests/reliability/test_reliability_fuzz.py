@@ -622,9 +622,14 @@ def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
         load_config(path, env={})
 
 
-def test_a_secret_rpc_url_given_as_a_string_is_redacted() -> None:
-    """The error for an rpc_urls string instead of a list does not repeat the credentials."""
-    tree = {"chain": {"chain_id": 1, "rpc_urls": SECRET_URL}}
+@pytest.mark.parametrize(
+    "given",
+    [SECRET_URL, [[SECRET_URL]], [{"url": SECRET_URL}]],
+    ids=["a-string", "a-nested-list", "a-table"],  # the nested list: found by the long fuzz run
+)
+def test_a_secret_rpc_url_given_in_the_wrong_shape_is_redacted(given: object) -> None:
+    """The error for rpc_urls of the wrong shape does not repeat the credentials."""
+    tree = {"chain": {"chain_id": 1, "rpc_urls": given}}
     with pytest.raises(ConfigError) as info:
         parse_config(tree, {})
     assert "chain.rpc_urls" in str(info.value)
