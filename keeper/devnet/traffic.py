@@ -28,6 +28,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractFunction
 from web3.exceptions import ContractLogicError
+from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from keeper.devnet.anvil import DEV_KEYS, ChainControl
@@ -195,6 +196,13 @@ class TrafficGenerator:
     def _send(self, key: str, fn: ContractFunction) -> TxReceipt:
         return send_call(self.w3, key, fn)
 
+    @staticmethod
+    def _created_job(escrow: Contract, receipt: TxReceipt) -> int:
+        """The new job's id, from its JobCreated log: a ``jobCounter()`` call at latest can
+        be answered from a block still being built (anvil under load returns empty data)."""
+        (event,) = escrow.events.JobCreated().process_receipt(receipt, errors=DISCARD)
+        return int(event["args"]["jobId"])
+
     def _block_time(self, receipt: TxReceipt) -> int:
         return int(self.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
 
@@ -229,19 +237,19 @@ class TrafficGenerator:
         description = self.fixtures.description
         budget = self._budget()
         if escrow is self.legacy:
-            self._send(
+            created = self._send(
                 r.client, escrow.functions.createJob(provider, evaluator, expired_at, description)
             )
-            job = int(escrow.functions.jobCounter().call())
+            job = self._created_job(escrow, created)
             self._send(r.client, escrow.functions.setBudget(job, budget, b""))
         else:
-            self._send(
+            created = self._send(
                 r.client,
                 escrow.functions.createJob(
                     provider, evaluator, expired_at, description, ZERO_ADDRESS, 0
                 ),
             )
-            job = int(escrow.functions.jobCounter().call())
+            job = self._created_job(escrow, created)
             self._send(r.client, escrow.functions.setBudget(job, self.usdc.address, budget, b""))
         if fund:
             self._send(r.client, escrow.functions.fund(job, budget, b""))
