@@ -1,5 +1,5 @@
-"""RPC faults at volume: a full devnet run through a proxy failing ~30% of calls (HTTP 503s,
-provider error strings, 429s, lost send replies, pool refusals) plus a lagging second endpoint.
+"""RPC faults at volume: a full devnet run through two proxies failing ~30% of calls (HTTP 503s,
+provider error strings, 429s, lost send replies, pool refusals), the second also lagging.
 
 The state must still come out right (tables equal a fresh backfill, every due
 action confirmed once), the log range must never shrink because of 429s, and
@@ -38,14 +38,21 @@ FAULT_KINDS = (
 
 
 def arm(proxy: RpcProxy, size: Size) -> None:
-    """~30% of every method fails, plus budgets of the provider-specific failures."""
+    """~30% of every method fails, plus budgets of the provider-specific failures.
+
+    A budget fails the next N calls in a row, so only the ones that are harmless
+    in a row (429s, lost send replies) grow with the run; the rest stay at the
+    fast size. Scaled by six, 60 consecutive bad block replies from the only
+    endpoint that has the head are an outage, not volume: the long run's volume
+    comes from its 160 steps at 30% random failures.
+    """
     scale = max(1, size.fault_steps // 24)
     for method in METHODS:
         proxy.rules.on(method, flaky=FLAKY)
     proxy.rules.on("eth_getLogs", rate_limit=10 * scale, retry_after=0.05)
-    proxy.rules.on("eth_call", error=20 * scale, error_message="header not found")
-    proxy.rules.on("eth_getBlockByNumber", garbage=5 * scale, truncate=5 * scale)
-    proxy.rules.on("eth_getTransactionReceipt", null_result=5 * scale)
+    proxy.rules.on("eth_call", error=20, error_message="header not found")
+    proxy.rules.on("eth_getBlockByNumber", garbage=5, truncate=5)
+    proxy.rules.on("eth_getTransactionReceipt", null_result=5)
     arm_sends(proxy, scale)
 
 
@@ -69,7 +76,8 @@ def range_spans(proxy: RpcProxy) -> list[tuple[int, int]]:
 async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
     size: Size, anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
 ) -> None:
-    """Faulty primary, lagging secondary: right tables, whole log ranges, no duplicate sends."""
+    """~30% failures on both endpoints, one also lagging: right tables, whole log ranges,
+    no duplicate sends."""
     fig = REPORT.figures(size.name)
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     gen = keeper_traffic(anvil.url, deployed, interval=0.1)
@@ -80,6 +88,8 @@ async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
     async with RpcProxy(anvil.url) as faulty, RpcProxy(anvil.url) as lagging:
         arm(faulty, size)
         lagging.rules.lag = 3
+        for method in METHODS:  # the fallback fails as often: 30% of all traffic, wherever sent
+            lagging.rules.on(method, flaky=FLAKY)
         arm_sends(lagging, 1)
         cfg = write_config(
             tmp_path, "faults", [faulty.url, lagging.url], deployed, poll_interval=0.1,
@@ -109,9 +119,10 @@ async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
         short = [(a, b) for a, b in spans if b - a + 1 < MAX_RANGE]
         assert fail(fig, not short, f"log range shrank under 429s: {short[:3]}"), short
         assert faulty.count("rate_limit", "eth_getLogs") >= 1
-        injected = sum(faulty.count(k) for k in FAULT_KINDS)
-        served = faulty.count("forwarded")
-        assert injected >= 0.15 * (injected + served), (injected, served)
+        # faults are drawn per HTTP request: about 30% of them failed, on either endpoint
+        injected = sum(p.count(k) for p in (faulty, lagging) for k in FAULT_KINDS if k != "lag")
+        received = faulty.count("received") + lagging.count("received")
+        assert injected >= 0.25 * received, (injected, received)
         dropped = faulty.count("drop_reply") + lagging.count("drop_reply")
         assert dropped >= 1 and final.audit.txs >= 3, final
 

@@ -272,6 +272,7 @@ class RpcProxy:
             return web.Response(status=400, text="bad json")
         label = "batch" if isinstance(body, list) else str(body.get("method"))
         with self._lock:  # recorded on arrival, so calls that later time out still count
+            self.stats[(label, "received")] += 1  # HTTP requests: what faults are drawn per
             for item in body if isinstance(body, list) else [body]:
                 if isinstance(item, dict):
                     self.calls.append((str(item.get("method")), item.get("params") or []))
