@@ -27,6 +27,7 @@ log = structlog.get_logger()
 KEEPER_KEY_ENV = "KEEPER_PRIVATE_KEY"
 CONFIG_NAME = "keeper.toml"
 DEPLOYMENT_NAME = "deployment.json"
+DATABASE_NAME = "keeper.db"
 
 DaemonFn = Callable[[Path], Awaitable[object]]
 
@@ -67,7 +68,7 @@ def render_config(
         "poll_interval = 0.5",
         "",
         "[database]",
-        f"path = {_toml_str(str(workdir / 'keeper.db'))}",
+        f"path = {_toml_str(str(workdir / DATABASE_NAME))}",
     ]
     for name, protocol, address in contracts:
         lines += [
@@ -123,6 +124,9 @@ async def run_devnet(
             # spawning the process and recording it, which would orphan the node
             anvil = AnvilProcess().start()
             rpc_url = anvil.url
+            # a fresh node is a new chain: an index of the last one (same chain id) would
+            # not match it, and the daemon would rightly halt on a "deep reorg"
+            await asyncio.to_thread(_forget_old_index, workdir)
         deployment = await asyncio.to_thread(deploy_all, rpc_url)
         book = VerdictBook(deployment.commerce)
         service = EvaluatorService(book)
@@ -169,6 +173,15 @@ async def run_devnet(
         if anvil is not None:
             anvil.stop()
         log.info("devnet.stopped")
+
+
+def _forget_old_index(workdir: Path) -> None:
+    """Delete the daemon database a previous devnet run left in ``workdir``."""
+    for suffix in ("", "-wal", "-shm"):
+        old = workdir / f"{DATABASE_NAME}{suffix}"
+        if old.exists():
+            old.unlink()
+            log.info("devnet.old_index_removed", path=str(old))
 
 
 def _write_files(workdir: Path, deployment: Deployment, config_text: str) -> Path:

@@ -191,3 +191,23 @@ class TestRunDevnet:
             await task
         assert not port_open(rpc)
         assert not port_open(evaluator)
+
+    async def test_a_second_devnet_starts_a_fresh_index(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A new node is a new chain: the index the last devnet left behind is removed before
+        the daemon starts, which would otherwise halt on a 'deep reorg' at once."""
+        monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
+        seen: list[bool] = []
+
+        def look_and_write(config: Path) -> None:
+            db = Path(load_config(config).database.path)
+            seen.append(db.exists())
+            db.write_bytes(b"an index of this chain")
+
+        async def daemon(config: Path) -> None:
+            await asyncio.to_thread(look_and_write, config)
+
+        for _ in range(2):
+            await run_devnet(rpc_url=None, workdir=tmp_path, with_daemon=daemon, timing=FAST)
+        assert seen == [False, False]
