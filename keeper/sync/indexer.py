@@ -485,13 +485,14 @@ class Indexer:
         return out
 
     async def commit(self, batch: Batch, *, keep_from: int) -> None:
-        settled = await self._reread_tip(batch)
+        first = _first_block(batch)
+        settled = await self._reread_tip(first)
         if settled:
             batch = replace(batch, reads=[*batch.reads, *settled])
         result = self.store.apply_batch(batch, keep_from=keep_from)
         self.state.indexed = batch.indexed_block
         head = self.state.head.number if self.state.head is not None else batch.indexed_block
-        kept = [r for r in self._tip_reads or [] if r.block_number >= _first_block(batch)]
+        kept = [r for r in self._tip_reads or [] if r.block_number >= first]
         self._tip_reads = kept + [
             ReadRequest(r.contract, r.subject, r.kind, r.block_number, r.block_hash)
             for r in batch.reads
@@ -499,8 +500,9 @@ class Indexer:
         ]
         self.listener.on_batch(result, batch.events)
 
-    async def _reread_tip(self, batch: Batch) -> list[ChainRead]:
-        """Read again, now that later blocks exist, what was read while its block was the head.
+    async def _reread_tip(self, first: int) -> list[ChainRead]:
+        """Read again, before a batch starting at block ``first`` is written, what was read
+        while its block (below ``first``) was the head.
 
         A node may answer a call at its head block from state that already holds
         the next block's changes while that block is being built (anvil does, in
@@ -516,13 +518,11 @@ class Indexer:
                 if cursor is None
                 else [ReadRequest(*r) for r in self.store.reads_from(cursor.indexed_block)]
             )
-        first = _first_block(batch)
+        below = [r for r in self._tip_reads if r.block_number < first]
+        if not below:
+            return []  # most commits: nothing was read at a head (no window query either)
         canonical = {h.number: h.hash for h in self.store.window()}
-        due = [
-            r
-            for r in self._tip_reads
-            if r.block_number < first and canonical.get(r.block_number) == r.block_hash
-        ]
+        due = [r for r in below if canonical.get(r.block_number) == r.block_hash]
         return await self._read(due) if due else []
 
 
