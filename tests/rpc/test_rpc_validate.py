@@ -37,6 +37,20 @@ def raw_log(**over: Any) -> dict[str, Any]:
     return base
 
 
+MALFORMED: list[dict[str, Any]] = [
+    {"address": "0x1234"},
+    {"topics": ["0x12"]},
+    {"topics": ["0x" + "00" * 32] * 5},
+    {"data": "0x123"},
+    {"data": None},
+    {"blockNumber": "16"},
+    {"blockNumber": "0x"},
+    {"blockHash": None},
+    {"logIndex": 1},
+    {"removed": True},
+]
+
+
 class TestParse:
     def test_log_is_normalised(self) -> None:
         """Hex becomes ints and bytes; addresses and hashes become lowercase."""
@@ -46,21 +60,7 @@ class TestParse:
         assert log.data == b"\x01\x02"
         assert (log.block_number, log.tx_index, log.log_index) == (16, 0, 1)
 
-    @pytest.mark.parametrize(
-        "over",
-        [
-            {"address": "0x1234"},
-            {"topics": ["0x12"]},
-            {"topics": ["0x" + "00" * 32] * 5},
-            {"data": "0x123"},
-            {"data": None},
-            {"blockNumber": "16"},
-            {"blockNumber": "0x"},
-            {"blockHash": None},
-            {"logIndex": 1},
-            {"removed": True},
-        ],
-    )
+    @pytest.mark.parametrize("over", MALFORMED)
     def test_malformed_log_is_refused(self, over: dict[str, Any]) -> None:
         """A missing, non-hex or wrongly sized field, or a removed log, is refused."""
         with pytest.raises(InvalidResponse):
@@ -120,6 +120,29 @@ class TestValidateLogs:
         """Two hashes for a block, duplicates, out-of-range or foreign logs are refused."""
         with pytest.raises(InvalidResponse):
             validate_logs(logs, **kwargs)
+
+    @pytest.mark.parametrize("over", MALFORMED)
+    def test_malformed_log_is_refused_amid_good_ones(self, over: dict[str, Any]) -> None:
+        """The batch path refuses exactly what parse_log refuses, and names the field."""
+        good = [raw_log(logIndex=hex(i)) for i in range(2, 5)]
+        with pytest.raises(InvalidResponse, match="log"):
+            validate_logs([*good, raw_log(**over)])
+
+    def test_data_with_whitespace_is_refused(self) -> None:
+        """bytes.fromhex skips spaces; a DATA field must not."""
+        with pytest.raises(InvalidResponse, match=r"log\.data"):
+            validate_logs([raw_log(data="0x01 02")])
+
+    def test_duplicate_far_apart_in_an_unordered_answer(self) -> None:
+        """A duplicate is found even when other logs sit between the two copies."""
+        logs = [raw_log(logIndex="0x5"), raw_log(logIndex="0x2"), raw_log(logIndex="0x5")]
+        with pytest.raises(InvalidResponse, match="duplicate logIndex 5"):
+            validate_logs(logs)
+
+    def test_repeated_strings_give_equal_values(self) -> None:
+        """Values served from the per-answer memo equal freshly parsed ones."""
+        logs = [raw_log(logIndex=hex(i), transactionIndex=hex(i % 2)) for i in range(4)]
+        assert validate_logs(logs) == [parse_log(raw) for raw in logs]
 
 
 class TestBloom:
