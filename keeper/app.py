@@ -273,6 +273,7 @@ class Daemon:
                 protocols={c.address: EscrowProtocol(c.protocol) for c in self.cfg.contracts},
                 chain_id=self.cfg.chain.chain_id,
                 submit_verdict=submission_handler(self.cfg.database.path, self.cfg.chain.chain_id),
+                inline_lookups=True,  # ApiThread: the app's loop is its own
             )
 
         host, _, port = self.cfg.api.listen.rpartition(":")

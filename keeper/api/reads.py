@@ -1,8 +1,8 @@
 """The API's read model: SQL over read-only connections, returning JSON-ready dicts.
 
-Each worker thread holds its own read-only connection (WAL lets it read while
-the indexer writes), and the aiohttp handlers call these methods through a
-thread pool, so a slow query never stalls the event loop the daemon shares.
+Each thread that reads holds its own read-only connection (WAL lets it read
+while the indexer writes); which thread runs which read is the handlers'
+choice (see :mod:`keeper.api.app`).
 Amounts stay the exact decimal strings stored in the database; nothing here
 converts them to numbers.
 

@@ -118,7 +118,7 @@ def _page(
 
 
 def _job(row: sqlite3.Row) -> dict[str, Any]:
-    out = {k: row[k] for k in row.keys()}  # noqa: SIM118 - sqlite3.Row iterates values
+    out = dict(zip(row.keys(), row, strict=True))
     for k in _JOB_AMOUNTS:
         out[k] = int(out[k])
     out["legacy"] = bool(out["legacy"])
@@ -126,7 +126,7 @@ def _job(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _task(row: sqlite3.Row) -> dict[str, Any]:
-    out = {k: row[k] for k in row.keys()}  # noqa: SIM118 - sqlite3.Row iterates values
+    out = dict(zip(row.keys(), row, strict=True))
     for k in _TASK_AMOUNTS:
         out[k] = int(out[k])
     verdict = out["verdict_type"]

@@ -24,6 +24,7 @@ def build_app(
     verdicts: Any = None,
     submit_verdict: Any = None,
     live: Mapping[str, Any] | None = None,
+    inline_lookups: bool = False,
 ) -> web.Application:
     registry = CollectorRegistry()
     Metrics(registry, version="test")
@@ -39,6 +40,7 @@ def build_app(
         verification=verification,
         verdicts=verdicts,
         submit_verdict=submit_verdict,
+        inline_lookups=inline_lookups,
     )
 
 

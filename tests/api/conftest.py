@@ -42,9 +42,12 @@ def validate(openapi: dict[str, Any]) -> Callable[[str, Any], None]:
     return check
 
 
-@pytest.fixture
-async def client(world: World) -> AsyncIterator[TestClient[Any, Any]]:
-    async with TestClient(TestServer(build_app(world))) as c:
+@pytest.fixture(params=[False, True], ids=["pool", "inline"])
+async def client(
+    world: World, request: pytest.FixtureRequest
+) -> AsyncIterator[TestClient[Any, Any]]:
+    """Every route, with lookups on the thread pool and inline (the daemon's ApiThread)."""
+    async with TestClient(TestServer(build_app(world, inline_lookups=request.param))) as c:
         yield c
 
 
