@@ -4,8 +4,9 @@ The daemon (``keeper run``) follows a fresh anvil through a counting
 pass-through proxy. For each sample one JobCreated is mined at a random phase
 of the poll cycle and the API is polled every 2 ms until the job answers 200;
 latency counts from just before ``anvil_mine`` (conservative by the mining
-time). Then, with no events, blocks are mined every second and the proxy
-counts the daemon's calls per new block.
+time). Then, with no events, blocks are mined every second and, after a warm-up
+in which the daemon learns that pace, the proxy counts its calls per new
+block.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tests.support.rpc_proxy import RpcProxy
 _SIG = "emitJobCreated(uint256,address,address,address,uint256,address)"
 _TYPES = ["uint256", "address", "address", "address", "uint256", "address"]
 STEADY_BLOCK_TIME = 1  # seconds; anvil takes whole seconds
+WARMUP_BLOCKS = 12  # the daemon learns the block pace from the last few blocks it saw
 
 
 def _visible(conn: http.client.HTTPConnection, path: str) -> bool:
@@ -77,17 +79,19 @@ def one_poll_interval(poll: float, samples: int, steady_seconds: float) -> dict[
             conn.close()
 
             # steady state: empty blocks at a fixed rate, calls counted per new block
-            time.sleep(poll + 0.5)
+            # once the daemon has seen enough of them to learn the pace
+            chain.call("evm_setIntervalMining", STEADY_BLOCK_TIME)
+            time.sleep(WARMUP_BLOCKS * STEADY_BLOCK_TIME)
             head0 = chain.block_number()
             calls0 = len(proxy.calls)
-            chain.call("evm_setIntervalMining", STEADY_BLOCK_TIME)
             time.sleep(steady_seconds)
+            head1 = chain.block_number()
+            calls1 = len(proxy.calls)
             chain.call("evm_setIntervalMining", 0)
-            time.sleep(poll + 0.5)  # let the daemon see the last block
-            blocks = chain.block_number() - head0
-            calls = len(proxy.calls) - calls0
+            blocks = head1 - head0
+            calls = calls1 - calls0
             methods: dict[str, int] = {}
-            for method, _ in proxy.calls[calls0:]:
+            for method, _ in proxy.calls[calls0:calls1]:
                 methods[method] = methods.get(method, 0) + 1
         finally:
             stop_daemon(daemon)

@@ -30,6 +30,7 @@ from keeper.api.serve import ApiThread
 from keeper.config import Config, load_config, redacted
 from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
+from keeper.domain.pacing import BlockPace
 from keeper.errors import (
     ConfigError,
     DeepReorgError,
@@ -82,7 +83,6 @@ def sync_settings(cfg: Config) -> SyncSettings:
         finality=cfg.chain.finality,
         confirmations=cfg.chain.confirmations,
         window=cfg.chain.window,
-        poll_interval=cfg.chain.poll_interval,
         min_range=cfg.chain.min_range,
         max_range=cfg.chain.max_range,
     )
@@ -332,12 +332,16 @@ class Daemon:
 
     async def index_loop(self) -> None:
         indexer = self.c.indexer
+        clock = asyncio.get_running_loop().time
+        pace = BlockPace()
         failures = 0
         while not self.stop.is_set():
             try:
                 progressed = await indexer.step()
                 self.rpc_ok = True
                 failures = 0
+                if indexer.state.head is not None:
+                    pace.observe(indexer.state.head.number, clock())
             except (DeepReorgError, StateCorruptedError) as exc:
                 # only our own state (or a reorg we must not repair silently) halts
                 indexer.state.halted = str(exc)
@@ -356,7 +360,10 @@ class Daemon:
             if not progressed:
                 poll = self.cfg.chain.poll_interval
                 # a failing node is asked less often, up to the start-up retry ceiling
-                wait = min(STARTUP_RETRY_MAX, poll * 2 ** min(failures, 6)) if failures else poll
+                if failures:
+                    wait = min(STARTUP_RETRY_MAX, poll * 2 ** min(failures, 6))
+                else:
+                    wait = pace.delay(poll, clock())
                 await self._sleep(self.stop, wait)
 
     async def verify_loop(self) -> None:

@@ -90,7 +90,6 @@ class SyncSettings:
     finality: Literal["tag", "confirmations"] = "tag"
     confirmations: int = 12
     window: int = 128
-    poll_interval: float = 2.0
     min_range: int = 1
     max_range: int = 2000
 
@@ -214,22 +213,6 @@ class Indexer:
         elif indexed < target:
             progressed = await self.follow(indexed, target, finalized) or progressed
         return progressed and self.start_cursor() < head.number
-
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                progressed = await self.step()
-            except DeepReorgError as exc:
-                self.state.halted = str(exc)
-                self.listener.on_halt(str(exc))
-                log.critical("indexing_halted", reason=str(exc))
-                return
-            except (RetryableError, RpcError) as exc:
-                log.warning("sync_step_failed", error=str(exc), kind=type(exc).__name__)
-                progressed = False
-            if not progressed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.settings.poll_interval)
 
     async def backfill(self, to_block: int | None = None) -> int:
         """Index up to ``to_block`` (default: the finalized block) and return the cursor."""
