@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 import structlog
 
-from keeper.domain.events import decode_log
+from keeper.domain.events import decode_logs
 from keeper.domain.model import ArgValue, BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy
@@ -430,13 +430,7 @@ class Indexer:
     # ---- shared ---------------------------------------------------------------------
 
     def decode(self, logs: Iterable[Log], headers: dict[int, BlockHeader]) -> list[Event]:
-        events = []
-        for lg in logs:
-            protocol = self.protocols.get(lg.address)
-            if protocol is None:
-                continue  # a log for an address we did not ask about: ignore, not ours
-            events.append(decode_log(lg, protocol, headers[lg.block_number].timestamp))
-        return events
+        return decode_logs(logs, self.protocols, {n: h.timestamp for n, h in headers.items()})
 
     async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
         requests: dict[tuple[str, str, str, str], ReadRequest] = {}
