@@ -34,7 +34,7 @@ FUZZ = settings(
 def server(world: World) -> Iterator[tuple[str, int]]:
     """The app served by a real aiohttp site on 127.0.0.1, in its own thread and loop."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(build_app(world))
+    runner = web.AppRunner(build_app(world, inline_lookups=True))  # as the daemon serves it
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())
