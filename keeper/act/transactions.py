@@ -89,6 +89,10 @@ class Transactions:
         self.multicall = settings.multicall
         self._book = NonceBook()
         self._gaps: list[int] = []
+        # intents whose confirmation was reorged out in this process: their next
+        # confirmation is the same action, already counted in keeper_actions_total
+        # (an intent's detail is no place for this: a fee-cap hold rewrites it)
+        self._reconfirming: set[int] = set()
 
     def restore_nonces(self) -> None:
         """At startup the counter resumes past every nonce this signer ever signed."""
@@ -148,6 +152,7 @@ class Transactions:
             if i.outcome == "confirmed" and i.tx_hash == attempt.tx_hash
         ]
         self.store.set_outcome(confirmed_by_it, None, status="inflight", detail=REORGED_OUT)
+        self._reconfirming.update(confirmed_by_it)
         if receipt is not None:
             self.store.mark_attempt(attempt.id, "mined", receipt=landed(receipt).as_tuple())
         else:
@@ -280,7 +285,9 @@ class Transactions:
         )
         block = await self.rpc.get_block(where.block_number) if self.metrics else None
         for intent in moved:
-            if intent.detail != REORGED_OUT:  # counted when first confirmed
+            if intent.id in self._reconfirming:
+                self._reconfirming.discard(intent.id)  # counted when first confirmed
+            else:
                 self.outcomes.count(intent, "confirmed")
             if self.metrics and block is not None:
                 delay = max(block.timestamp - intent.due_at, 0)

@@ -381,6 +381,47 @@ class TestReorg:
         ]
         assert confirmed == [1.0]
 
+    async def test_reconfirmation_after_a_fee_cap_hold_is_counted_once(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Reorged out, then held at the fee cap (which rewrites the intent's detail), then
+        confirmed again: keeper_actions_total still counts one confirmation."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.mine_at(expiry)
+        registry = CollectorRegistry()
+        keeper = make_keeper(metrics=Metrics(registry), max_fee_cap=20 * 10**9)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        escrows.control.set_automine(False)
+        escrows.control.reorg(2)  # the refund's block goes; its tx is pending again
+        escrows.control.set_base_fee(50 * 10**9)
+        escrows.control.mine()
+        held = False
+        for _ in range(6):  # the pending tx cannot pay 50 gwei: a replacement is capped
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            held = held or keeper.store.all_intents()[0].outcome == "fee_cap"
+            escrows.control.mine()
+        assert held
+        assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
+        escrows.control.set_base_fee(10**9)
+        escrows.control.set_automine(True)
+        for _ in range(4):
+            escrows.control.mine()
+            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        confirmed = [
+            s.value
+            for m in registry.collect()
+            if m.name == "keeper_actions"
+            for s in m.samples
+            if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
+        ]
+        assert confirmed == [1.0]
+
     async def test_reorg_beyond_the_watch_window_is_caught_by_the_nonce(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
