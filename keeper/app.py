@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import signal
 import sqlite3
@@ -522,8 +523,22 @@ def _summary_dict(summary: Any) -> dict[str, Any]:
 # ---- command entry points ------------------------------------------------------
 
 
+def tune_gc() -> None:
+    """Let the cycle collector run every 20,000 new objects instead of every 700.
+
+    Indexing allocates and frees millions of short-lived, acyclic objects
+    (decoded JSON, logs, events) that reference counting already reclaims;
+    at the default threshold the collector still scans the young ones every
+    700 allocations. Backfill of 200,000 events: 17.5k -> 19.9k ev/s end to
+    end, peak RSS 135 -> 136 MB (50,000 gained nothing more and cost 10 MB).
+    Cycles are still collected, a little later. For the long-running commands.
+    """
+    gc.set_threshold(20_000, 20, 20)
+
+
 async def run_daemon(config_path: str) -> int:
     cfg = load(config_path)
+    tune_gc()
     return await Daemon(cfg).run()
 
 
@@ -531,6 +546,7 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
     from keeper.sync.progress import ProgressReporter
 
     cfg = load(config_path)
+    tune_gc()
     wake = asyncio.Event()
     c = build(cfg, wake)
     reporter = ProgressReporter(enabled=progress and sys.stderr.isatty(), stream=sys.stderr)
