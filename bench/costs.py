@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.backfill import JOBS_PER_BLOCK, MAX_RANGE
 from bench.workload import job_flows
+from keeper.app import tune_gc
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.domain.events import decode_logs
@@ -69,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
     args = parser.parse_args()
+    tune_gc()  # as the daemon and `keeper backfill` run
     with AnvilProcess() as node:
         d = deploy_all(node.url)
         job_flows(node.url, d.emitter, args.events, jobs_per_block=JOBS_PER_BLOCK)
