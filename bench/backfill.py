@@ -31,6 +31,7 @@ import aiohttp
 from web3 import Web3
 
 from bench.common import (
+    ARCHIVE_ANVIL,
     Result,
     free_port,
     http_json,
@@ -159,7 +160,8 @@ def bench_backfill(events: int, *, naive_events: int, steady_seconds: float, mod
                    ) -> tuple[Result, Result]:  # fmt: skip
     res = Result("backfill", mode)
     mem = Result("memory", mode)
-    with AnvilProcess() as node, tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:
+    with AnvilProcess(extra_args=ARCHIVE_ANVIL) as node, \
+            tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:  # fmt: skip
         work = Path(tmp)
         d = deploy_all(node.url)
         wl = job_flows(node.url, d.emitter, events, jobs_per_block=JOBS_PER_BLOCK)

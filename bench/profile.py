@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.backfill import JOBS_PER_BLOCK, MAX_RANGE
-from bench.common import RESULTS, write_config
+from bench.common import ARCHIVE_ANVIL, RESULTS, write_config
 from bench.workload import job_flows
 from keeper import app
 from keeper.devnet.anvil import AnvilProcess
@@ -73,7 +73,8 @@ def main() -> None:
     parser.add_argument("events", type=int, nargs="?", default=60_000)
     parser.add_argument("--stages", action="store_true", help="per-stage wall/CPU seconds")
     args = parser.parse_args()
-    with AnvilProcess() as node, tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp:
+    with AnvilProcess(extra_args=ARCHIVE_ANVIL) as node, \
+            tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp:  # fmt: skip
         d = deploy_all(node.url)
         job_flows(node.url, d.emitter, args.events, jobs_per_block=JOBS_PER_BLOCK)
         cfg = write_config(Path(tmp), "prof", node.url, d, [("emitter", "erc8183", d.emitter)],
