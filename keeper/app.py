@@ -1,9 +1,9 @@
-"""Composition root: wires config, RPC, store, indexer, verifier, keeper and API.
+"""Composition root: config, RPC, store and indexer wired together, and the commands.
 
-The only module that imports every layer. It owns the task group, the signal
-handlers and the shutdown order: stop taking new work, let in-flight writes
-and sends finish (each is a short synchronous transaction or a persisted
-intent), close the database, exit 0.
+``build`` assembles the components every command shares; the long-running
+daemon that adds the verifier, the keeper and the API on top is
+:mod:`keeper.daemon`. The other commands (backfill, db, config check,
+status, devnet) are here, each a few lines over ``build``.
 """
 
 from __future__ import annotations
@@ -13,32 +13,24 @@ import asyncio
 import contextlib
 import gc
 import json
-import signal
 import sqlite3
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from keeper import __version__
-from keeper.api.serve import ApiThread
 from keeper.config import Config, load_config, redacted
 from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
-from keeper.domain.pacing import BlockPace
 from keeper.errors import (
     ConfigError,
-    DeepReorgError,
     FatalError,
-    KeeperError,
-    RetryableError,
-    StateCorruptedError,
 )
 from keeper.obs.logging import configure_logging, register_rpc_url
 from keeper.obs.metrics import Metrics, MetricsRpcObserver
@@ -50,9 +42,6 @@ from keeper.store.migrations import migrate
 from keeper.sync.indexer import Indexer, SyncSettings, WatchedContract
 
 log = structlog.get_logger("keeper.app")
-
-# Shutdown must finish within a container's grace period (docker: 10 s).
-SHUTDOWN_GRACE_SECONDS = 8.0
 
 
 def build_rpc(cfg: Config, metrics: Metrics | None) -> RpcClient:
@@ -94,15 +83,6 @@ def open_database(cfg: Config) -> sqlite3.Connection:
     migrate(conn)
     dbmod.refresh_statistics(conn)
     return conn
-
-
-# Start-up retries of transient RPC failures: quick at first, then no more
-# often than every 30 s while the node stays away.
-STARTUP_RETRY_INITIAL = 0.5
-STARTUP_RETRY_MAX = 30.0
-
-# How often the daemon refreshes the query planner's statistics as tables grow.
-STATISTICS_INTERVAL_SECONDS = 600.0
 
 
 def load(config_path: str) -> Config:
@@ -192,334 +172,6 @@ def build(cfg: Config, wake: asyncio.Event) -> Components:
     return Components(cfg, conn, rpc, store, indexer, metrics, listener)
 
 
-# ---- the daemon -----------------------------------------------------------------
-
-
-class Daemon:
-    """The long-running process: index, verify, keep and serve until told to stop."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
-        self.stop = asyncio.Event()
-        self.wake = asyncio.Event()
-        self.c = build(cfg, self.wake)
-        self.keeper: Any = None
-        self.verifier: Any = None
-        self.api: ApiThread | None = None
-        self.rpc_ok = False
-
-    # status for the API
-    def status(self) -> Mapping[str, Any]:
-        st = self.c.indexer.state
-        head = st.head
-        out: dict[str, Any] = {
-            "chain_id": self.cfg.chain.chain_id,
-            "head_block": head.number if head else None,
-            "finalized_block": st.finalized if st.finalized >= 0 else None,
-            "indexed_block": st.indexed if st.indexed >= 0 else None,
-            "lag_seconds": max(0, int(time.time()) - head.timestamp) if head else None,
-            "halt_reason": st.halted,
-            "reorgs": st.reorgs,
-        }
-        if self.keeper is not None:
-            last = self.keeper.last
-            out["keeper"] = {
-                "enabled": True,
-                "dry_run": self.cfg.keeper.dry_run,
-                "address": self.keeper.address,
-                "ready": self.keeper.ready,
-                "last_tick": None if last is None else _summary_dict(last),
-            }
-        else:
-            out["keeper"] = {"enabled": False}
-        return out
-
-    def readiness(self) -> Mapping[str, Any]:
-        from keeper.api.health import ReadinessInputs, readiness_checks
-
-        st = self.c.indexer.state
-        # the keeper compares its balance with the minimum on every tick; readiness
-        # only needs the verdict, expressed in the inputs' terms
-        balance = None
-        if self.keeper is not None:
-            balance = self.cfg.keeper.min_balance_wei if self.keeper.balance_ok else 0
-        inputs = ReadinessInputs(
-            rpc_reachable=self.rpc_ok,
-            halted_reason=st.halted,
-            head_block=st.head.number if st.head else None,
-            indexed_block=st.indexed if st.indexed >= 0 else None,
-            cursor_idle_seconds=time.monotonic() - self.c.listener.last_progress,
-            max_idle_seconds=max(30.0, 10 * self.cfg.chain.poll_interval),
-            head_tolerance_blocks=max(2, self.cfg.chain.window),
-            keeper_enabled=self.keeper is not None and not self.cfg.keeper.dry_run,
-            signer_balance_wei=balance,
-            min_balance_wei=self.cfg.keeper.min_balance_wei,
-        )
-        return readiness_checks(inputs)
-
-    def start_api(self) -> None:
-        if not self.cfg.api.enabled:
-            return
-        from keeper.api.app import make_app
-        from keeper.api.serve import ApiThread
-        from keeper.api.submit import submission_handler
-
-        def build_app() -> web.Application:
-            return make_app(
-                self.cfg.database.path,
-                self.c.metrics.registry,
-                self.status,
-                readiness=self.readiness,
-                contracts={c.name: c.address for c in self.cfg.contracts},
-                protocols={c.address: EscrowProtocol(c.protocol) for c in self.cfg.contracts},
-                chain_id=self.cfg.chain.chain_id,
-                submit_verdict=submission_handler(self.cfg.database.path, self.cfg.chain.chain_id),
-                inline_lookups=True,  # ApiThread: the app's loop is its own
-            )
-
-        host, _, port = self.cfg.api.listen.rpartition(":")
-        self.api = ApiThread(build_app, host.strip("[]") or "127.0.0.1", int(port))
-        self.api.start()
-        log.info("api_listening", listen=self.cfg.api.listen)
-
-    def build_keeper(self) -> None:
-        if not self.cfg.keeper.enabled:
-            return
-        from keeper.act.manager import Keeper, KeeperSettings
-        from keeper.act.signer import load_signer
-        from keeper.domain.planner import PlannerConfig
-
-        k = self.cfg.keeper
-        signer = None
-        if k.private_key_env or k.keystore:
-            signer = load_signer(
-                private_key_env=k.private_key_env,
-                keystore=k.keystore,
-                keystore_password_file=k.keystore_password_file,
-            )
-        elif not k.dry_run:
-            raise ConfigError(
-                "keeper.private_key_env: the keeper is enabled but no key is configured "
-                "(set private_key_env or keystore, or dry_run = true)"
-            )
-        settings = KeeperSettings(
-            max_fee_cap=k.max_fee_wei,
-            dry_run=k.dry_run,
-            min_balance_wei=k.min_balance_wei,
-            confirmations=k.confirmations,
-            batch_size=k.batch_size,
-            gas_margin=k.gas_margin,
-            planner=PlannerConfig(
-                shard=k.shard, shards=k.shards, shard_fallback_seconds=k.shard_fallback_seconds
-            ),
-            multicall=k.multicall or None,
-            reorg_watch_blocks=self.cfg.chain.window,
-        )
-        self.keeper = Keeper(
-            settings=settings,
-            chain_id=self.cfg.chain.chain_id,
-            rpc=self.c.rpc,
-            db=self.c.conn,
-            signer=signer,
-            metrics=self.c.metrics,
-        )
-
-    def build_verifier(self) -> None:
-        if not self.cfg.verdicts.sources:
-            return
-        from keeper.verify.configured import build_verifier
-
-        self.verifier = build_verifier(self.cfg.verdicts)
-
-    async def index_loop(self) -> None:
-        indexer = self.c.indexer
-        clock = asyncio.get_running_loop().time
-        pace = BlockPace()
-        failures = 0
-        while not self.stop.is_set():
-            try:
-                progressed = await indexer.step()
-                self.rpc_ok = True
-                failures = 0
-                if indexer.state.head is not None:
-                    pace.observe(indexer.state.head.number, clock())
-            except (DeepReorgError, StateCorruptedError) as exc:
-                # only our own state (or a reorg we must not repair silently) halts
-                indexer.state.halted = str(exc)
-                self.c.listener.on_halt(str(exc))
-                log.critical("indexing_halted", reason=str(exc))
-                return
-            except KeeperError as exc:
-                # anything the node says, however odd, is retried: a provider's unknown
-                # error today is often gone on the next poll
-                self.rpc_ok = False
-                failures += 1
-                log.warning(
-                    "sync_step_failed", error=str(exc), kind=type(exc).__name__, failures=failures
-                )
-                progressed = False
-            if not progressed:
-                poll = self.cfg.chain.poll_interval
-                # a failing node is asked less often, up to the start-up retry ceiling
-                if failures:
-                    wait = min(STARTUP_RETRY_MAX, poll * 2 ** min(failures, 6))
-                else:
-                    wait = pace.delay(poll, clock())
-                await self._sleep(self.stop, wait)
-
-    async def verify_loop(self) -> None:
-        from keeper.store.verifications import delete_orphans
-        from keeper.verify.verifier import verify_pending
-
-        while not self.stop.is_set():
-            try:
-                delete_orphans(self.c.conn)
-                head = self.c.indexer.state.head
-                now = head.timestamp if head else int(time.time())
-                done = await verify_pending(
-                    self.c.conn, self.cfg.chain.chain_id, self.verifier, now
-                )
-                if done:
-                    continue
-            except KeeperError as exc:
-                log.warning("verify_step_failed", error=str(exc))
-            await self._sleep(self.stop, self.cfg.chain.poll_interval)
-
-    async def keep_loop(self) -> None:
-        from keeper.store.states import live_jobs, live_tasks
-
-        last_head = -1
-        while not self.stop.is_set():
-            head = self.c.indexer.state.head
-            indexed = self.c.indexer.state.indexed
-            if head is not None and indexed >= head.number and head.number != last_head:
-                try:
-                    await self.keeper.tick(
-                        head,
-                        live_jobs(self.c.conn, self.cfg.chain.chain_id),
-                        live_tasks(self.c.conn, self.cfg.chain.chain_id),
-                    )
-                    last_head = head.number
-                except KeeperError as exc:
-                    log.warning("keeper_tick_failed", error=str(exc), kind=type(exc).__name__)
-            self.wake.clear()
-            await self._wait_wake()
-
-    async def maintain_loop(self) -> None:
-        while not self.stop.is_set():
-            await self._sleep(self.stop, STATISTICS_INTERVAL_SECONDS)
-            if not self.stop.is_set():
-                dbmod.refresh_statistics(self.c.conn)
-
-    async def _wait_wake(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), timeout=self.cfg.chain.poll_interval)
-
-    @staticmethod
-    async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=seconds)
-
-    async def run(self) -> int:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.request_stop)
-        tasks: list[asyncio.Task[None]] = []
-        try:
-            self.build_keeper()
-            self.build_verifier()
-            # serve /healthz and /readyz (not ready) while the node is still unreachable
-            self.start_api()
-            if not await self.until_done("check_chain_id", check_chain_id, self.c.rpc, self.cfg):
-                return 0
-            self.rpc_ok = True
-            if self.keeper is not None and not await self.until_done(
-                "keeper_recover", self.keeper.recover
-            ):
-                return 0
-            log.info(
-                "daemon_started",
-                chain_id=self.cfg.chain.chain_id,
-                contracts=len(self.cfg.contracts),
-                keeper=self.keeper is not None,
-                verifier=self.verifier is not None,
-            )
-            tasks.append(asyncio.create_task(self.index_loop(), name="index"))
-            tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
-            if self.verifier is not None:
-                tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
-            if self.keeper is not None:
-                tasks.append(asyncio.create_task(self.keep_loop(), name="keep"))
-            stopper = asyncio.create_task(self.stop.wait(), name="stop")
-            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                if t is not stopper and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
-            if not self.stop.is_set() and self.c.indexer.state.halted:
-                # indexing halted: keep serving (readiness false) until stopped
-                await self.stop.wait()
-            await self.shutdown(tasks)
-            return 0
-        finally:
-            # cancelled from outside (``keeper devnet --duration``) or a loop crashed:
-            # the other loops must end before the connections they use are closed
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await self.close()
-
-    async def until_done(self, step: str, fn: Any, *args: Any) -> bool:
-        """Run a start-up step, retrying transient failures until it succeeds or we stop.
-
-        A node that is briefly unreachable at start-up (a restart of both, a
-        rolling deploy) must not kill the daemon; a configuration error still
-        does. Returns False when a stop was requested first.
-        """
-        delay = STARTUP_RETRY_INITIAL
-        while not self.stop.is_set():
-            try:
-                await fn(*args)
-                return True
-            except RetryableError as exc:
-                self.rpc_ok = False
-                log.warning("startup_step_failed", step=step, error=str(exc), retry_in=delay)
-            await self._sleep(self.stop, delay)
-            delay = min(delay * 2, STARTUP_RETRY_MAX)
-        return False
-
-    def request_stop(self) -> None:
-        log.info("shutdown_requested")
-        self.stop.set()
-
-    async def shutdown(self, tasks: list[asyncio.Task[None]]) -> None:
-        """Let loops notice the stop flag and finish their current step, then cancel."""
-        _, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_SECONDS)
-        for t in pending:
-            t.cancel()
-        for t in pending:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-
-    async def close(self) -> None:
-        sandbox = getattr(self.verifier, "sandbox", None)
-        if sandbox is not None:
-            sandbox.close()
-        if self.api is not None:
-            await asyncio.to_thread(self.api.stop)
-        await self.c.rpc.close()
-        self.c.conn.close()
-        log.info("daemon_stopped")
-
-
-def _summary_dict(summary: Any) -> dict[str, Any]:
-    from dataclasses import asdict, is_dataclass
-
-    if is_dataclass(summary) and not isinstance(summary, type):
-        return {k: v for k, v in asdict(summary).items() if isinstance(v, int | str | None)}
-    return {}
-
-
 # ---- command entry points ------------------------------------------------------
 
 
@@ -534,12 +186,6 @@ def tune_gc() -> None:
     Cycles are still collected, a little later. For the long-running commands.
     """
     gc.set_threshold(20_000, 20, 20)
-
-
-async def run_daemon(config_path: str) -> int:
-    cfg = load(config_path)
-    tune_gc()
-    return await Daemon(cfg).run()
 
 
 async def run_backfill(config_path: str, *, to_block: int | None, progress: bool) -> int:
@@ -675,6 +321,8 @@ async def run_devnet_command(args: argparse.Namespace) -> int:
     from keeper.devnet.runner import run_devnet
 
     configure_logging("auto", "info", stream=sys.stderr)
+
+    from keeper.daemon import run_daemon
 
     async def daemon(config_path: Path) -> object:
         return await run_daemon(str(config_path))

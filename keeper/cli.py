@@ -144,9 +144,9 @@ def _exit_quietly(signum: int, frame: object) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_quietly)
-    from keeper import app
+    from keeper.daemon import run_daemon
 
-    return asyncio.run(app.run_daemon(args.config))
+    return asyncio.run(run_daemon(args.config))
 
 
 def _backfill(args: argparse.Namespace) -> int:

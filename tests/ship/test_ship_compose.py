@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from keeper.app import SHUTDOWN_GRACE_SECONDS
 from keeper.cli import build_parser
+from keeper.daemon import SHUTDOWN_GRACE_SECONDS
 from keeper.devnet.anvil import DEV_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
