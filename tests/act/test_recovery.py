@@ -35,6 +35,17 @@ async def head(rpc: RpcClient) -> BlockHeader:
     return block
 
 
+def confirmed_counts(registry: CollectorRegistry) -> list[float]:
+    """The keeper_actions_total samples with outcome=confirmed."""
+    return [
+        s.value
+        for m in registry.collect()
+        if m.name == "keeper_actions"
+        for s in m.samples
+        if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
+    ]
+
+
 def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
     return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
 
@@ -372,14 +383,7 @@ class TestReorg:
         [again] = keeper.store.all_intents()
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
-        confirmed = [
-            s.value
-            for m in registry.collect()
-            if m.name == "keeper_actions"
-            for s in m.samples
-            if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
-        ]
-        assert confirmed == [1.0]
+        assert confirmed_counts(registry) == [1.0]
 
     async def test_reconfirmation_after_a_fee_cap_hold_is_counted_once(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
@@ -413,14 +417,7 @@ class TestReorg:
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
         assert keeper.store.all_intents()[0].outcome == "confirmed"
-        confirmed = [
-            s.value
-            for m in registry.collect()
-            if m.name == "keeper_actions"
-            for s in m.samples
-            if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
-        ]
-        assert confirmed == [1.0]
+        assert confirmed_counts(registry) == [1.0]
 
     async def test_reorg_beyond_the_watch_window_is_caught_by_the_nonce(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
