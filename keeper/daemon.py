@@ -24,7 +24,6 @@ from keeper.config import Config
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.pacing import BlockPace
 from keeper.errors import (
-    ConfigError,
     DeepReorgError,
     KeeperError,
     RetryableError,
@@ -140,43 +139,16 @@ class Daemon:
     def build_keeper(self) -> None:
         if not self.cfg.keeper.enabled:
             return
-        from keeper.act.manager import Keeper, KeeperSettings
-        from keeper.act.signer import load_signer
-        from keeper.domain.planner import PlannerConfig
+        from keeper.act.manager import Keeper
 
-        k = self.cfg.keeper
-        signer = None
-        if k.private_key_env or k.keystore:
-            signer = load_signer(
-                private_key_env=k.private_key_env,
-                keystore=k.keystore,
-                keystore_password_file=k.keystore_password_file,
-            )
-        elif not k.dry_run:
-            raise ConfigError(
-                "keeper.private_key_env: the keeper is enabled but no key is configured "
-                "(set private_key_env or keystore, or dry_run = true)"
-            )
-        settings = KeeperSettings(
-            max_fee_cap=k.max_fee_wei,
-            dry_run=k.dry_run,
-            min_balance_wei=k.min_balance_wei,
-            confirmations=k.confirmations,
-            batch_size=k.batch_size,
-            gas_margin=k.gas_margin,
-            planner=PlannerConfig(
-                shard=k.shard, shards=k.shards, shard_fallback_seconds=k.shard_fallback_seconds
-            ),
-            multicall=k.multicall or None,
-            reorg_watch_blocks=self.cfg.chain.window,
-        )
-        self.keeper = Keeper(
-            settings=settings,
+        self.keeper = Keeper.from_config(
+            self.cfg.keeper,
             chain_id=self.cfg.chain.chain_id,
             rpc=self.c.rpc,
             db=self.c.conn,
-            signer=signer,
+            multicall=self.cfg.keeper.multicall or None,
             metrics=self.c.metrics,
+            reorg_watch_blocks=self.cfg.chain.window,
         )
 
     def build_verifier(self) -> None:

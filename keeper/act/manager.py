@@ -92,10 +92,13 @@ class Keeper:
         multicall: str | None = None,
         metrics: Metrics | None = None,
         environ: Mapping[str, str] | None = None,
+        reorg_watch_blocks: int = 128,
     ) -> Keeper:
         """The daemon's constructor: settings and signer from ``[keeper]`` (no signer in dry_run
         unless one is configured, so a dry run needs no key)."""
-        settings = KeeperSettings.from_config(cfg, multicall=multicall)
+        settings = KeeperSettings.from_config(
+            cfg, multicall=multicall, reorg_watch_blocks=reorg_watch_blocks
+        )
         has_key = bool(cfg.private_key_env or cfg.keystore)
         signer = (
             load_signer(

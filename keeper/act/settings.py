@@ -56,8 +56,13 @@ class KeeperSettings:
         return FeePolicy(max_fee_cap=self.max_fee_cap, tip_percentile=TIP_PERCENTILE)
 
     @classmethod
-    def from_config(cls, cfg: KeeperConfig, *, multicall: str | None) -> KeeperSettings:
-        """Settings from the ``[keeper]`` table; ``multicall`` None sends every action alone."""
+    def from_config(
+        cls, cfg: KeeperConfig, *, multicall: str | None, reorg_watch_blocks: int = 128
+    ) -> KeeperSettings:
+        """Settings from the ``[keeper]`` table; ``multicall`` None sends every action alone.
+
+        ``reorg_watch_blocks`` is the chain's block window (``[chain] window``).
+        """
         return cls(
             max_fee_cap=cfg.max_fee_wei,
             dry_run=cfg.dry_run,
@@ -71,6 +76,7 @@ class KeeperSettings:
                 shard_fallback_seconds=cfg.shard_fallback_seconds,
             ),
             multicall=multicall.lower() if multicall else None,
+            reorg_watch_blocks=reorg_watch_blocks,
         )
 
 

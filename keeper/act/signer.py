@@ -102,4 +102,7 @@ def load_signer(
         except Exception:
             raise ConfigError("keeper.keystore: wrong passphrase or corrupt keystore") from None
         return Signer(bytes(key))
-    raise ConfigError("keeper: set private_key_env or keystore to send transactions")
+    raise ConfigError(
+        "keeper.private_key_env: the keeper is enabled but no key is configured "
+        "(set private_key_env or keystore, or dry_run = true)"
+    )

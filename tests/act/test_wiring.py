@@ -26,8 +26,9 @@ def test_settings_follow_the_config() -> None:
         min_balance_wei=5,
     )
     settings = KeeperSettings.from_config(
-        cfg, multicall="0xCA11bde05977b3631167028862bE2a173976CA11"
+        cfg, multicall="0xCA11bde05977b3631167028862bE2a173976CA11", reorg_watch_blocks=64
     )
+    assert settings.reorg_watch_blocks == 64
     assert settings.max_fee_cap == 1_500_000_000
     assert (settings.batch_size, settings.confirmations, settings.min_balance_wei) == (7, 4, 5)
     assert (settings.planner.shard, settings.planner.shards) == (1, 3)
@@ -58,7 +59,7 @@ async def test_dry_run_needs_no_key(escrows: Escrows, rpc: RpcClient, tmp_path: 
 async def test_sending_keeper_requires_a_key(rpc: RpcClient, tmp_path: Path) -> None:
     """Without dry_run a missing key is a configuration error; with one, its address is used."""
     db = open_db(tmp_path / "k.db")
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"no key is configured .*dry_run = true"):
         Keeper.from_config(KeeperConfig(enabled=True), chain_id=31337, rpc=rpc, db=db, environ={})
     keeper = Keeper.from_config(
         KeeperConfig(enabled=True, private_key_env="KP"),
