@@ -146,7 +146,7 @@ class Daemon:
             chain_id=self.cfg.chain.chain_id,
             rpc=self.c.rpc,
             db=self.c.conn,
-            multicall=self.cfg.keeper.multicall or None,
+            multicall=self.cfg.keeper.multicall,
             metrics=self.c.metrics,
             reorg_watch_blocks=self.cfg.chain.window,
         )

@@ -24,7 +24,7 @@ import structlog
 
 from keeper.act.chain import ChainRpc
 from keeper.act.outcomes import OutcomeRecorder
-from keeper.act.settings import KeeperSettings, TickSummary
+from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.signer import Signer, load_signer
 from keeper.act.simulate import BATCHABLE
 from keeper.act.transactions import Transactions, outcome_of
@@ -92,7 +92,7 @@ class Keeper:
         multicall: str | None = None,
         metrics: Metrics | None = None,
         environ: Mapping[str, str] | None = None,
-        reorg_watch_blocks: int = 128,
+        reorg_watch_blocks: int = REORG_WATCH_BLOCKS,
     ) -> Keeper:
         """The daemon's constructor: settings and signer from ``[keeper]`` (no signer in dry_run
         unless one is configured, so a dry run needs no key)."""

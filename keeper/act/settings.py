@@ -22,6 +22,8 @@ CANCEL_GAS = 21_000  # a plain value transfer to ourselves: the protocol's fixed
 # outlier; the median tip is what gets included without overpaying.
 FEE_HISTORY_BLOCKS = 5
 TIP_PERCENTILE = 50.0
+# the indexer's default block window (``[chain] window``)
+REORG_WATCH_BLOCKS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,7 @@ class KeeperSettings:
     multicall: str | None = None
     bump_after_blocks: int = 3
     redecide_after_blocks: int = 5
-    reorg_watch_blocks: int = 128
+    reorg_watch_blocks: int = REORG_WATCH_BLOCKS
 
     @property
     def fee_policy(self) -> FeePolicy:
@@ -57,7 +59,11 @@ class KeeperSettings:
 
     @classmethod
     def from_config(
-        cls, cfg: KeeperConfig, *, multicall: str | None, reorg_watch_blocks: int = 128
+        cls,
+        cfg: KeeperConfig,
+        *,
+        multicall: str | None,
+        reorg_watch_blocks: int = REORG_WATCH_BLOCKS,
     ) -> KeeperSettings:
         """Settings from the ``[keeper]`` table; ``multicall`` None sends every action alone.
 
