@@ -31,7 +31,8 @@ $(NPM_STAMP): package.json package-lock.json
 demo: deps
 	$(VENV)/bin/keeper devnet
 
-test: deps deps-debian
+# lint first: CI runs `make test` alone, so the style and type checks are enforced there
+test: lint deps-debian
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: deps
