@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import tracemalloc
 
 import pytest
 
@@ -26,11 +26,15 @@ def _invalid(raw: bytes, limits: DocumentLimits | None = None) -> InvalidDocumen
 
 class TestHostileDocuments:
     def test_oversized_body_is_refused_before_decoding(self) -> None:
-        """A 50 MB body is rejected on its length alone, in well under a second."""
+        """A 50 MB body is rejected on its length alone: nothing of its size is ever allocated."""
         body = b'{"a":"' + b"x" * (50 * 1024 * 1024) + b'"}'
-        started = time.monotonic()
-        err = _invalid(body)
-        assert time.monotonic() - started < 0.5
+        tracemalloc.start()
+        try:
+            err = _invalid(body)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 1024 * 1024
         assert err.pointer == "" and "larger than" in err.detail and not err.syntax
 
     @pytest.mark.parametrize("opener", [b"[", b'{"a":'])
@@ -54,12 +58,15 @@ class TestHostileDocuments:
     @pytest.mark.parametrize(
         "text", ['"' + '\\"' * 300_000, '"' * 1_000_000, '"\\' * 500_000, "[" * 1_000_000]
     )
+    @pytest.mark.timeout(60)
     def test_depth_scan_is_linear(self, text: str) -> None:
-        """Unterminated strings full of escaped quotes or brackets are scanned in linear time."""
-        started = time.monotonic()
+        """Unterminated strings full of escaped quotes or brackets are refused, not backtracked.
+
+        A quadratic scan of these million-character inputs would not end within the
+        timeout; how fast the linear scan is belongs to the benchmarks.
+        """
         with pytest.raises(InvalidDocument):
             parse_json(text.encode(), DocumentLimits(max_bytes=2 << 20))
-        assert time.monotonic() - started < 1.0
 
     def test_invalid_utf8(self) -> None:
         """Bytes that are not UTF-8 are a syntax failure naming the offending byte."""
@@ -72,10 +79,12 @@ class TestHostileDocuments:
         assert _invalid(b'{"x":{"b":[0,{"c/d":1,"c/d":1}]}}').pointer == "/x/b/1/c~1d"
 
     def test_huge_integer_literal_is_refused_without_conversion(self) -> None:
-        """A million-digit integer is refused by length before Python's int conversion runs."""
-        started = time.monotonic()
+        """A million-digit integer is refused by length before Python's int conversion runs.
+
+        The detail names the length limit: a conversion would have failed on Python's own
+        digit limit with another message.
+        """
         err = _invalid(b'{"n":' + b"9" * 1_000_000 + b"}")
-        assert time.monotonic() - started < 0.5
         assert err.pointer == "/n" and "longer than" in err.detail
 
     def test_integer_beyond_2_53_has_no_canonical_form(self) -> None:

@@ -56,14 +56,12 @@ class TestHttpSource:
         evaluator.routes["/big"] = Route(stream_bytes=50 * 1024 * 1024)
         source = HttpSource(evaluator.base + "/big", max_bytes=1 << 20)
         tracemalloc.start()
-        started = time.monotonic()
         try:
             result = await source.fetch(CTX)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
         assert isinstance(result, SourceFailure) and result.problem is Problem.TOO_LARGE
-        assert time.monotonic() - started < 5
         assert peak < 8 * 1024 * 1024
 
     async def test_declared_length_over_limit_is_refused_unread(
