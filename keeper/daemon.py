@@ -286,7 +286,7 @@ class Daemon:
             if not self.stop.is_set() and self.c.indexer.state.halted:
                 # indexing halted: keep serving (readiness false) until stopped
                 await self.stop.wait()
-            await self.shutdown(tasks)
+            await stop_loops(tasks)
             return 0
         finally:
             # cancelled from outside (``keeper devnet --duration``) or a loop crashed:
@@ -319,15 +319,6 @@ class Daemon:
         log.info("shutdown_requested")
         self.stop.set()
 
-    async def shutdown(self, tasks: list[asyncio.Task[None]]) -> None:
-        """Let loops notice the stop flag and finish their current step, then cancel."""
-        _, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_SECONDS)
-        for t in pending:
-            t.cancel()
-        for t in pending:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-
     async def close(self) -> None:
         sandbox = getattr(self.verifier, "sandbox", None)
         if sandbox is not None:
@@ -351,3 +342,17 @@ async def run_daemon(config_path: str) -> int:
     cfg = load(config_path)
     tune_gc()
     return await Daemon(cfg).run()
+
+
+async def stop_loops(
+    tasks: list[asyncio.Task[None]], grace: float = SHUTDOWN_GRACE_SECONDS
+) -> None:
+    """Let loops notice the stop flag and finish their current step, then cancel."""
+    _, pending = await asyncio.wait(tasks, timeout=grace)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for t in tasks:
+        # a loop that failed while stopping is still a failure: say which, and why
+        if not t.cancelled() and (exc := t.exception()) is not None:
+            log.error("loop_failed_during_shutdown", loop=t.get_name(), error=repr(exc))
