@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from keeper import __version__
 from keeper.config import Config, load_config, redacted
 from keeper.domain.model import BlockHeader, Event
@@ -32,7 +30,7 @@ from keeper.errors import (
     ConfigError,
     FatalError,
 )
-from keeper.obs.logging import configure_logging, register_rpc_url
+from keeper.obs.logging import configure_logging, get_logger, register_rpc_url
 from keeper.obs.metrics import Metrics, MetricsRpcObserver
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
@@ -41,7 +39,7 @@ from keeper.store.index_store import ApplyResult, IndexStore
 from keeper.store.migrations import migrate
 from keeper.sync.indexer import Indexer, SyncSettings, WatchedContract
 
-log = structlog.get_logger("keeper.app")
+log = get_logger(__name__)
 
 
 def build_rpc(cfg: Config, metrics: Metrics | None) -> RpcClient:

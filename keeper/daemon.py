@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
 from aiohttp import web
 
 from keeper.api.serve import ApiThread
@@ -29,9 +28,10 @@ from keeper.errors import (
     RetryableError,
     StateCorruptedError,
 )
+from keeper.obs.logging import get_logger, log_context
 from keeper.store import db as dbmod
 
-log = structlog.get_logger("keeper.daemon")
+log = get_logger(__name__)
 
 # Shutdown must finish within a container's grace period (docker: 10 s).
 SHUTDOWN_GRACE_SECONDS = 8.0
@@ -248,6 +248,12 @@ class Daemon:
             await asyncio.wait_for(stop.wait(), timeout=seconds)
 
     async def run(self) -> int:
+        """Run every loop until stopped; each line any of them logs names the chain."""
+        # tasks copy the context they are created in, so the binding reaches every loop
+        with log_context(chain_id=self.cfg.chain.chain_id):
+            return await self._run()
+
+    async def _run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -20,8 +20,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-import structlog
-
 from keeper.act.chain import ChainRpc
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
@@ -33,13 +31,14 @@ from keeper.domain.fees import CapHit, suggest
 from keeper.domain.model import BlockHeader, JobState, TaskState
 from keeper.domain.planner import Action, plan
 from keeper.errors import RetryableError
+from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.intents import Intent, IntentStore, Outcome
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]
 
 # A lazy proxy (not get_logger().bind()), so logging configured after import applies.
-log = structlog.get_logger(component="keeper.act")
+log = get_logger(__name__)
 
 
 class Keeper:

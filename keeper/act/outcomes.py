@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import structlog
-
 from keeper.domain.fees import CapHit
+from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.intents import Intent, IntentStore, Outcome
 
 __all__ = ["OutcomeRecorder"]
 
-log = structlog.get_logger(component="keeper.act")
+log = get_logger(__name__)
 
 
 class OutcomeRecorder:

@@ -18,8 +18,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-import structlog
-
 from keeper.act.calls import SimVerdict, classify_revert, encode_action, encode_aggregate3
 from keeper.act.chain import ChainRpc, failure_kind, revert_data
 from keeper.act.outcomes import OutcomeRecorder
@@ -37,13 +35,14 @@ from keeper.domain.fees import CapHit, FeeDecision, bump, suggest
 from keeper.domain.model import BlockHeader, Protocol
 from keeper.domain.nonces import NonceBook, find_gaps
 from keeper.domain.planner import Action, ActionKind
+from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.rpc.errors import ExecutionRevertedError, RpcError
 from keeper.store.intents import ACTIVE_ATTEMPT, Attempt, Intent, IntentStore, Outcome
 
 __all__ = ["Transactions", "outcome_of"]
 
-log = structlog.get_logger(component="keeper.act")
+log = get_logger(__name__)
 
 # The detail of an intent put back in flight because its confirmation was reorged out.
 REORGED_OUT = "confirmation reorged out"

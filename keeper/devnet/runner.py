@@ -13,16 +13,15 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import structlog
-
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.devnet.evaluator_service import EvaluatorService, VerdictBook, load_fixtures
 from keeper.devnet.traffic import KEEPER_KEY, Roles, Timing, TrafficGenerator, address_of
+from keeper.obs.logging import get_logger
 
 __all__ = ["KEEPER_KEY_ENV", "DaemonFn", "render_config", "run_devnet"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 KEEPER_KEY_ENV = "KEEPER_PRIVATE_KEY"
 CONFIG_NAME = "keeper.toml"

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import structlog
 from eth_account import Account
 from web3 import Web3
 from web3.contract import Contract
@@ -41,10 +40,11 @@ from keeper.devnet.evaluator_service import (
     schemaeval_verdict,
     verdict_digest,
 )
+from keeper.obs.logging import get_logger
 
 __all__ = ["KEEPER_KEY", "SCENARIOS", "Roles", "Timing", "TrafficGenerator", "address_of"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 # left for the daemon's keeper, so its nonces never race the traffic's
 KEEPER_KEY = DEV_KEYS[4]

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Protocol
 
-import structlog
-
 from keeper.domain.model import Log
 from keeper.domain.ranges import RangePolicy, span_hint
+from keeper.obs.logging import get_logger
 from keeper.rpc.errors import RangeTooLargeError, RateLimitedError, RpcTimeoutError
 
-log = structlog.get_logger("keeper.rpc.scan")
+log = get_logger(__name__)
 
 
 class LogSource(Protocol):

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import aiohttp
-import structlog
 from asyncio_throttle.throttler import Throttler
 from tenacity import (
     AsyncRetrying,
@@ -37,6 +36,7 @@ from tenacity import (
 )
 
 from keeper.domain.rpc_errors import RpcFailure, classify, retryable
+from keeper.obs.logging import get_logger
 from keeper.rpc.config import EndpointConfig, scrub
 from keeper.rpc.errors import RpcError, error_for
 from keeper.rpc.health import EndpointHealth, endpoint_fault, rank, seconds_until_available
@@ -46,7 +46,7 @@ from keeper.rpc.validate import InvalidResponse
 T = TypeVar("T")
 Parser = Callable[[Any], T]
 
-log = structlog.get_logger("keeper.rpc")
+log = get_logger(__name__)
 
 # Providers cap batch sizes (commonly 100-1000 items); 100 is accepted everywhere we know.
 DEFAULT_MAX_BATCH: Final = 100

@@ -16,8 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-import structlog
-
 from keeper.domain.events import decode_logs
 from keeper.domain.model import ArgValue, BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
@@ -26,6 +24,7 @@ from keeper.domain.reads import ReadRequest, reads_for
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.domain.views import decode_view, encode_view
 from keeper.errors import DeepReorgError, RetryableError
+from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient, block_param
 from keeper.rpc.errors import ExecutionRevertedError, RpcError
 from keeper.rpc.scan import scan_logs
@@ -33,7 +32,7 @@ from keeper.rpc.transport import DEFAULT_MAX_BATCH
 from keeper.rpc.validate import bloom_may_contain, data
 from keeper.store.index_store import ApplyResult, Batch, IndexStore
 
-log = structlog.get_logger("keeper.sync")
+log = get_logger(__name__)
 
 # eth_calls handed to the RPC client at once. It sends them as JSON-RPC batches
 # of its max_batch concurrently, so the node executes four batches in parallel

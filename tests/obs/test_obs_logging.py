@@ -231,3 +231,30 @@ class TestRedaction:
         """Common short path pieces like 'v2' are not treated as secrets."""
         register_rpc_url(RPC_URL)
         assert redact_text("api v2 user") == "api v2 user"
+
+
+class TestLoggerNames:
+    def test_module_loggers_name_their_module(self) -> None:
+        """A transport line says it came from the transport (structlog's own factory drops it)."""
+        from keeper.rpc import transport
+
+        out = io.StringIO()
+        configure_logging("json", stream=out)
+        transport.log.info("rpc_retry")
+        assert [(line["event"], line["logger"]) for line in json_lines(out)] == [
+            ("rpc_retry", "keeper.rpc.transport")
+        ]
+
+    def test_every_module_gets_its_logger_one_way(self) -> None:
+        """No keeper module builds a structlog logger itself, so every line carries its source."""
+        from pathlib import Path
+
+        import keeper
+
+        root = Path(keeper.__file__).parent
+        offenders = [
+            str(path.relative_to(root))
+            for path in root.rglob("*.py")
+            if path.name != "logging.py" and "structlog.get_logger(" in path.read_text()
+        ]
+        assert offenders == []
