@@ -54,8 +54,9 @@ bench: deps
 	scripts/ensure-debian-packages wrk
 	PYTHONPATH=. $(PY) -m bench $(BENCH_ARGS)
 
+# the long tortures, and every other test marked slow (which `make test` leaves out)
 reliability: deps
-	$(PY) -m pytest -q -m "reliability" tests/reliability
+	$(PY) -m pytest -q -m "reliability or slow" tests
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
