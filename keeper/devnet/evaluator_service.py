@@ -162,10 +162,6 @@ class VerdictBook:
         with self._lock:
             return self._content.get(digest.lower())
 
-    def job_count(self) -> int:
-        with self._lock:
-            return len(self._jobs)
-
 
 _BOOK = web.AppKey("book", VerdictBook)
 

@@ -450,14 +450,6 @@ class IntentStore:
         ).fetchall()
         return {int(r[0]) for r in rows}
 
-    def attempts_for_intent(self, intent_id: int) -> list[Attempt]:
-        rows = self.conn.execute(
-            "SELECT a.* FROM keeper_attempts a JOIN keeper_attempt_intents l"
-            " ON l.attempt_id = a.id WHERE l.intent_id = ? ORDER BY a.id",
-            (intent_id,),
-        ).fetchall()
-        return [_attempt(r) for r in rows]
-
     def all_attempts(self) -> list[Attempt]:
         rows = self.conn.execute(
             "SELECT * FROM keeper_attempts WHERE chain_id = ? ORDER BY id", (self.chain_id,)

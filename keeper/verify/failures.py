@@ -50,7 +50,6 @@ _PRECEDENCE: tuple[tuple[FailureCode, Status], ...] = (
 FAILED: frozenset[Status] = frozenset(
     {Status.MISMATCH, Status.INVALID_DOCUMENT, Status.EVALUATOR_DISAGREES}
 )
-UNDETERMINED: frozenset[Status] = frozenset({Status.UNAVAILABLE, Status.NOT_REPRODUCIBLE})
 
 
 def derive_status(failures: list[Failure] | tuple[Failure, ...]) -> Status:
