@@ -280,8 +280,8 @@ class IndexStore:
         # The events primary key is keyed by block hash, i.e. random: with
         # SQLite's default 2 MiB page cache, inserts into a large index miss on
         # nearly every page. A bigger writer cache keeps the hot index pages in
-        # memory; 16 MiB gave the same backfill rate as 64 MiB in the benchmark
-        # (10.9k events/s over 200k events) with a peak RSS of 152 MB, not 205.
+        # memory; past WRITER_CACHE_KIB a larger cache bought no backfill speed,
+        # only resident memory (bench/README.md has the figures).
         conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
         conn.execute(
             "CREATE TEMP TABLE IF NOT EXISTS touched (contract TEXT NOT NULL, "
