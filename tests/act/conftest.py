@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from keeper_harness import KEEPER_KEYS, Escrows, open_db
+from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, make_rpc, open_db
 
 from keeper.act import Keeper, KeeperSettings, Signer
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
-from keeper.rpc.config import EndpointConfig
-
-MakeKeeper = Callable[..., Keeper]
 
 
 @pytest.fixture
 def escrows(anvil: AnvilProcess) -> Iterator[Escrows]:
     yield Escrows(anvil.url, deploy_all(anvil.url))
-
-
-def make_rpc(url: str, *, attempts: int = 3) -> RpcClient:
-    """A real client: generous throttle, short retries so a fault surfaces quickly."""
-    endpoint = EndpointConfig.from_url(url, name="node", rate=10_000)
-    return RpcClient(
-        [endpoint], timeout=3.0, max_attempts=attempts, deadline=10.0, retry_initial=0.01
-    )
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,12 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
+from keeper.act import Keeper
 from keeper.devnet.anvil import DEV_KEYS, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment
 from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus
+from keeper.rpc.client import RpcClient
+from keeper.rpc.config import EndpointConfig
 from keeper.store.db import connect
 from keeper.store.migrations import migrate
 
@@ -310,3 +314,14 @@ class Escrows:
             evaluation_deadline=evaluation_deadline,
             appeal_deadline=appeal_deadline,
         )
+
+
+MakeKeeper = Callable[..., Keeper]
+
+
+def make_rpc(url: str, *, attempts: int = 3) -> RpcClient:
+    """A real client: generous throttle, short retries so a fault surfaces quickly."""
+    endpoint = EndpointConfig.from_url(url, name="node", rate=10_000)
+    return RpcClient(
+        [endpoint], timeout=3.0, max_attempts=attempts, deadline=10.0, retry_initial=0.01
+    )

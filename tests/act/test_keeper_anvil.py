@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MakeKeeper
-from keeper_harness import KEEPER_KEYS, Escrows, address_of
+from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, address_of
 from structlog.testing import capture_logs
 
 from keeper.act import Keeper

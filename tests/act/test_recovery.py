@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import MakeKeeper, make_rpc
-from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, address_of
+from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
 from prometheus_client import CollectorRegistry
 from support.rpc_proxy import RpcProxy
 

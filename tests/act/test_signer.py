@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import MakeKeeper, make_rpc
 from eth_account import Account
 from eth_typing import HexStr
-from keeper_harness import KEEPER_KEYS, Escrows, address_of
+from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
 from prometheus_client import generate_latest
 from support.rpc_proxy import RpcProxy
 

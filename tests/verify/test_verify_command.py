@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EvaluatorServer
+from evaluator_server import EvaluatorServer
 from verify_helpers import COMPLETE, DESCRIPTION, FIXTURES, TOO_FEW, body, verdict
 from web3 import HTTPProvider, Web3
 

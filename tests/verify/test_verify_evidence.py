@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EvaluatorServer
+from evaluator_server import EvaluatorServer
 from verify_helpers import insert_row
 
 from keeper.store import verifications as store

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EvaluatorServer
+from evaluator_server import EvaluatorServer
 from verify_helpers import COMPLETE, DESCRIPTION, EVALUATOR, body, insert_row, verdict
 
 from keeper.store import verifications as store

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import EvaluatorServer
+from evaluator_server import EvaluatorServer
 from sandbox_targets import raise_oserror, segfault, sleep_then, validate
 from verify_helpers import COMPLETE, facts, verdict
 

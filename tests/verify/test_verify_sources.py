@@ -7,7 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from conftest import EvaluatorServer, Route
+from evaluator_server import EvaluatorServer, Route
 
 from keeper.errors import ConfigError
 from keeper.verify.sources import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EvaluatorServer, Route
+from evaluator_server import EvaluatorServer, Route
 from verify_helpers import BAD_PIVA, COMPLETE, DESCRIPTION, TOO_FEW, body, facts, verdict
 
 from keeper.store import verifications as store
