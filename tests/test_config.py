@@ -394,7 +394,8 @@ class TestFiles:
             if section == "contracts":
                 keys = {"name", "protocol", "address", "start_block"}
             elif isinstance(values, dict):
-                keys = set(values) - {"sources", "content_sources", "evaluators"}
+                keys = set(values) - {"sources", "content_sources", "evaluators", "github"}
+                keys |= set(values.get("github") or {})  # [verdicts.github]
             for key in keys:
                 assert f"{key} =" in text, f"{section}.{key} not documented"
 

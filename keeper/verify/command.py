@@ -6,7 +6,10 @@ Standalone mode needs no daemon and no database: it reads the job's
 with ``eth_getLogs`` (filtered by topic0 and the jobId topic), and ``getJob``
 at the verdict's block, then runs the same verifier as the daemon and prints
 the report. ``--json`` prints the report's canonical bytes, so two runs over
-the same chain data and documents print the same bytes.
+the same chain data and documents print the same bytes. With
+``[verdicts.github]`` configured, GitHubEval verdicts are re-run against
+GitHub's API exactly as the daemon does (the verdict's block time decides
+what "changed since the verdict" means).
 
 Exit codes: 0 verified, 1 failed (mismatch, invalid document, evaluator
 disagrees), 3 undetermined (unavailable, not reproducible, no verdict or
@@ -103,6 +106,7 @@ async def read_verdict(
         "getJob", await rpc.call(contract, encode_view("getJob", str(job_id)), event.block_number)
     )
     reason = "0x" + event.data[:32].hex()
+    block = await rpc.get_block(event.block_number, must_exist=True)
     facts = VerdictFacts(
         job_id=job_id,
         event_name=_EVENT_NAMES[event.topics[0]],
@@ -110,6 +114,7 @@ async def read_verdict(
         deliverable=deliverable,
         evaluator=str(job["evaluator"]),
         description=str(job["description"]),
+        block_time=block.timestamp if block is not None else None,
     )
     chain = ChainRef(
         chain_id=chain_id,
