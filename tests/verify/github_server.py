@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,8 +51,10 @@ class GitHubServer:
         self.state = GitHubState()
         self.seen: list[Seen] = []
         self.refusals = 0  # answer this many next requests with a secondary rate limit
-        self.retry_after = 1
+        self.retry_after = 1  # 0: no Retry-After header (GitHub then says "wait a minute")
         self.remaining = 4999
+        self.reset = 0  # X-RateLimit-Reset (epoch seconds); 0: an hour from now
+        self.redirects: dict[str, str] = {}  # path -> Location answered with a 301
         self.runner: web.AppRunner | None = None
         self.port = 0
 
@@ -152,7 +155,11 @@ class GitHubServer:
         authorized = request.headers.get("Authorization") == f"Bearer {TOKEN}"
         conditional = "If-None-Match" in request.headers
         path = request.path.removeprefix("/api/v3")
-        limits = {"X-RateLimit-Limit": "5000", "X-RateLimit-Reset": "1"}
+        reset = self.reset or int(time.time()) + 3600
+        limits = {"X-RateLimit-Limit": "5000", "X-RateLimit-Reset": str(reset)}
+        if path in self.redirects:
+            self.seen.append(Seen(path, 301, authorized, conditional))
+            return web.Response(status=301, headers={"Location": self.redirects[path]})
         if self.refusals > 0:
             self.refusals -= 1
             self.seen.append(Seen(path, 403, authorized, conditional))
@@ -166,7 +173,7 @@ class GitHubServer:
                 headers={
                     **limits,
                     "X-RateLimit-Remaining": "4000",
-                    "Retry-After": str(self.retry_after),
+                    **({"Retry-After": str(self.retry_after)} if self.retry_after else {}),
                 },
             )
         resource = self._resource([p for p in path.split("/") if p])

@@ -8,17 +8,20 @@ through the daemon's own API.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from github_daemon import GitHubJobs, KeeperRun, write_config
+from github_daemon import TOKEN_ENV, GitHubJobs, KeeperRun, write_config
 from github_server import TOKEN, GitHubServer, github  # noqa: F401 -- fixture
 
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.verify.canonical import canonical_bytes
+from keeper.verify.command import main
 
 REPO = "acme/shop"
 PR = "https://github.com/acme/shop/pull/{}"
@@ -71,6 +74,8 @@ async def test_github_outcomes_through_the_daemon(
     daemon: KeeperRun,
     jobs: GitHubJobs,
     github: GitHubServer,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Complete, reject, disagreement and changed-since-verdict, read back from the API."""
     commerce = jobs.d.commerce
@@ -113,6 +118,15 @@ async def test_github_outcomes_through_the_daemon(
     assert got["changed"]["report"]["failures"][0]["check"] == "ci:test"
     assert {g["report"]["documentSource"] for g in got.values()} == {"directory:documents"}
     assert github.seen and all(s.authorized for s in github.seen)
+
+    # `keeper verify` re-runs GitHubEval the same way, standalone: the very same reports
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    for name, judged in (("complete", complete), ("disagree", disagree), ("changed", changed)):
+        out = io.StringIO()
+        argv = ["--config", str(tmp_path / "keeper.toml"), "--contract", commerce]
+        code = await asyncio.to_thread(main, [*argv, "--id", str(judged.job_id), "--json"], out)
+        assert json.loads(out.getvalue()) == got[name]["report"], name
+        assert code == {"complete": 0, "disagree": 1, "changed": 3}[name]
 
 
 async def test_rate_limit_backs_off_and_retries(
