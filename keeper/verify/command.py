@@ -198,12 +198,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         config = load_config(args.config)
         if args.history:
             return _history(config.database.path, config.chain.chain_id, args, out)
-        verifier = build_verifier(config.verdicts)
         if args.from_index:
             item = _from_index(config.database.path, config.chain.chain_id, args)
-            outcome = asyncio.run(verify_verdict(item, verifier))
+            conn = connect(config.database.path, readonly=True)
+            try:  # documents posted to the daemon's API first, as the daemon does
+                verifier = build_verifier(config.verdicts, conn=conn)
+                outcome = asyncio.run(verify_verdict(item, verifier))
+            finally:
+                conn.close()
             _print_outcome(outcome, args.json, out)
             return exit_code(outcome.status)
+        verifier = build_verifier(config.verdicts)
         rpc_url = args.rpc_url or (config.chain.rpc_urls[0] if config.chain.rpc_urls else "")
         if not rpc_url:
             raise ConfigError("no RPC endpoint: set chain.rpc_urls or pass --rpc-url")

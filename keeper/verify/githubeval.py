@@ -95,7 +95,7 @@ def check(
             Failure(
                 FailureCode.NOT_REPRODUCIBLE,
                 "/esito",
-                "author, branch, merge, issue and CI checks need GitHub",
+                "author, branch, merge, issue and CI need GitHub: configure [verdicts.github]",
             )
         ]
     esito = verdict.get("esito")
