@@ -158,7 +158,7 @@ class Daemon:
             return
         from keeper.verify.configured import build_verifier
 
-        self.verifier = build_verifier(self.cfg.verdicts, conn=self.c.conn)
+        self.verifier = build_verifier(self.cfg.verdicts, conn=self.c.conn, metrics=self.c.metrics)
 
     async def index_loop(self) -> None:
         indexer = self.c.indexer

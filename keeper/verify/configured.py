@@ -13,8 +13,9 @@ from collections.abc import Mapping
 
 from keeper.config import DirectorySourceConfig, SourceConfig, VerdictsConfig
 from keeper.errors import ConfigError
+from keeper.obs.metrics import Metrics
 from keeper.verify.checks import CheckConfig
-from keeper.verify.github_api import GitHubClient
+from keeper.verify.github_api import OUTCOMES, GitHubClient
 from keeper.verify.sandbox import Sandbox
 from keeper.verify.sources import (
     CONTENT_FILE_NAMES,
@@ -49,13 +50,25 @@ def build_verifier(
     cfg: VerdictsConfig,
     conn: sqlite3.Connection | None = None,
     environ: Mapping[str, str] | None = None,
+    metrics: Metrics | None = None,
 ) -> Verifier:
     """Posted documents (given ``conn``), sources in configured order, evaluator names,
     retry horizon, a sandbox for re-runs, and GitHub's API when ``[verdicts.github]`` is set."""
     stored: list[Source] = [StoredDocumentSource(conn)] if conn is not None else []
     github = None
     if cfg.github is not None:
-        github = GitHubClient.from_config(cfg.github, os.environ if environ is None else environ)
+        observe = None
+        if metrics is not None:
+            counter = metrics.github_requests
+            for outcome in OUTCOMES:  # every series from the start, zeros included
+                counter.labels(outcome=outcome)
+
+            def observe(outcome: str) -> None:
+                counter.labels(outcome=outcome).inc()
+
+        github = GitHubClient.from_config(
+            cfg.github, os.environ if environ is None else environ, observe
+        )
     return Verifier(
         sources=[*stored, *(verdict_source(s) for s in cfg.sources)],
         content_sources=[content_source(s) for s in cfg.content_sources],

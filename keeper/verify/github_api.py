@@ -40,6 +40,8 @@ MAX_REDIRECTS = 3
 CACHE_ENTRIES = 1024  # a few resources per verdict: enough for the verdicts of many hours
 _CHUNK = 64 * 1024
 _REDIRECTS = frozenset({301, 302, 307, 308})
+# what ``observe`` hears (the metric's outcome label): "blocked" was not sent at all
+OUTCOMES = ("ok", "not_modified", "not_found", "rate_limited", "refused", "error", "blocked")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ class GitHubClient:
         max_bytes: int = 1_048_576,
         cache_entries: int = CACHE_ENTRIES,
         clock: Callable[[], float] = time.time,
+        observe: Callable[[str], None] | None = None,
     ) -> None:
         parts = urlsplit(api_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -106,11 +109,21 @@ class GitHubClient:
         self._clock = clock
         self.blocked_until = 0.0
         self.requests = 0  # requests actually sent (a blocked client sends none)
+        self._observe = observe or (lambda outcome: None)  # one outcome per get (OUTCOMES)
 
     @classmethod
-    def from_config(cls, cfg: GitHubConfig, environ: Mapping[str, str]) -> GitHubClient:
+    def from_config(
+        cls,
+        cfg: GitHubConfig,
+        environ: Mapping[str, str],
+        observe: Callable[[str], None] | None = None,
+    ) -> GitHubClient:
         return cls(
-            cfg.api_url, read_token(cfg, environ), timeout=cfg.timeout, max_bytes=cfg.max_bytes
+            cfg.api_url,
+            read_token(cfg, environ),
+            timeout=cfg.timeout,
+            max_bytes=cfg.max_bytes,
+            observe=observe,
         )
 
     def __repr__(self) -> str:  # the token stays out of every repr and traceback
@@ -120,7 +133,9 @@ class GitHubClient:
         """The JSON at ``path`` (e.g. ``/repos/o/r``), a 304 served from the cache."""
         wait = self.blocked_until - self._clock()
         if wait > 0:
+            self._observe("blocked")
             return Unavailable(f"GitHub rate limit: waiting {int(wait) + 1} s", int(wait) + 1)
+        self._outcome = "error"
         try:
             async with asyncio.timeout(self.timeout), aiohttp.ClientSession() as session:
                 return await self._follow(session, path)
@@ -128,6 +143,8 @@ class GitHubClient:
             return Unavailable(f"GitHub did not answer within {self.timeout} s")
         except aiohttp.ClientError as exc:
             return Unavailable(f"cannot reach GitHub ({type(exc).__name__})")
+        finally:
+            self._observe(self._outcome)
 
     def _headers(self, url: str) -> dict[str, str]:
         headers = {
@@ -160,14 +177,17 @@ class GitHubClient:
     async def _answer(self, resp: aiohttp.ClientResponse, url: str, path: str) -> Answer:
         limited = self._note_limits(resp.status, resp.headers, await self._peek(resp))
         if limited is not None:
+            self._outcome = "rate_limited" if limited.retry_after is not None else "refused"
             return limited
         if resp.status == 304:
             cached = self._cache.get(url)
             if cached is None:
                 return Unavailable("HTTP 304 for a resource not in the cache")
             self._cache.move_to_end(url)
+            self._outcome = "not_modified"
             return cached[1]
         if resp.status in (404, 410):
+            self._outcome = "not_found"
             return NotFound(path)
         if resp.status != 200:
             return Unavailable(f"HTTP {resp.status}")
@@ -181,6 +201,7 @@ class GitHubClient:
         etag = resp.headers.get("ETag")
         if etag:
             self._remember(url, etag, value)
+        self._outcome = "ok"
         return value
 
     async def _peek(self, resp: aiohttp.ClientResponse) -> bytes:

@@ -181,6 +181,20 @@ class KeeperRun:
         )
         return json.loads(body) if status == 200 else None
 
+    async def metric(self, name: str, **labels: str) -> float:
+        """One sample of the daemon's /metrics (0 when absent)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        status, body = await asyncio.to_thread(self.request, "GET", "/metrics")
+        assert status == 200
+        for family in text_string_to_metric_families(body.decode()):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    return float(sample.value)
+        return 0.0
+
     async def wait_status(
         self, contract: str, job: int, wanted: set[str], within: float = 60
     ) -> dict[str, Any]:

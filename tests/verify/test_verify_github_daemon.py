@@ -118,6 +118,8 @@ async def test_github_outcomes_through_the_daemon(
     assert got["changed"]["report"]["failures"][0]["check"] == "ci:test"
     assert {g["report"]["documentSource"] for g in got.values()} == {"directory:documents"}
     assert github.seen and all(s.authorized for s in github.seen)
+    ok = await daemon.metric("keeper_github_requests_total", outcome="ok")
+    assert ok == len([s for s in github.seen if s.status == 200])
 
     # `keeper verify` re-runs GitHubEval the same way, standalone: the very same reports
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
@@ -150,6 +152,7 @@ async def test_rate_limit_backs_off_and_retries(
     verified = await daemon.wait_status(commerce, judged.job_id, FINAL)
     assert verified["status"] == "verified", verified
     assert verified["history"][0]["status"] == "unavailable"
+    assert await daemon.metric("keeper_github_requests_total", outcome="rate_limited") == 1
 
 
 async def test_posted_document_is_verified_without_restart(
