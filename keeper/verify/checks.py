@@ -28,7 +28,7 @@ from keeper.verify import githubeval, schemaeval
 from keeper.verify.canonical import JsonValue, NotCanonicalizable, canonical_bytes, keccak_hex
 from keeper.verify.document import DocumentLimits, InvalidDocument, extract_document, parse_json
 from keeper.verify.failures import Failure, FailureCode, Status, derive_status
-from keeper.verify.github_rerun import Target
+from keeper.verify.github_checks import Target
 
 __all__ = [
     "CheckConfig",

@@ -77,6 +77,17 @@ class Facts:
 
 
 @dataclass(frozen=True, slots=True)
+class Target:
+    """The delivered pull request of a job whose offline checks passed."""
+
+    owner: str
+    name: str
+    number: int
+    block: Mapping[str, JsonValue]  # the description's ``github`` block
+    esito: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     check: str  # "pull", "author", "base", "merged", "issue", "ci", "ci:<name>"
     outcome: Outcome

@@ -10,27 +10,17 @@ the token) makes it ``not_reproducible``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import quote
 
 from keeper.verify import github_checks as gh
 from keeper.verify.canonical import JsonValue
 from keeper.verify.failures import Failure, FailureCode
 from keeper.verify.github_api import GitHubClient, NotFound, Unavailable
+from keeper.verify.github_checks import Target
+
+__all__ = ["Target", "read_facts", "rerun"]
 
 MAX_PAGES = 10  # 1000 check runs or statuses on one commit is already far beyond any CI
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The delivered pull request of a job whose offline checks passed."""
-
-    owner: str
-    name: str
-    number: int
-    block: Mapping[str, JsonValue]  # the description's ``github`` block
-    esito: JsonValue
 
 
 class _Stop(Exception):

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from keeper.verify.canonical import JsonValue, keccak_hex
 from keeper.verify.failures import Failure, FailureCode
-from keeper.verify.github_rerun import Target
+from keeper.verify.github_checks import Target
 
 # GitHub's own rules: owners are alphanumerics and single inner hyphens (<= 39),
 # repository names letters, digits, '.', '_' and '-' (<= 100).

@@ -10,7 +10,10 @@ from github_server import TOKEN, GitHubServer, github  # noqa: F401 -- fixture
 
 from keeper.config import GitHubConfig
 from keeper.errors import ConfigError
+from keeper.verify.failures import FailureCode
 from keeper.verify.github_api import GitHubClient, NotFound, Unavailable, read_token
+from keeper.verify.github_checks import Target
+from keeper.verify.github_rerun import rerun
 
 REPO = "/repos/acme/shop"
 
@@ -106,3 +109,30 @@ def test_token_by_reference(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read") as missing:
         read_token(GitHubConfig(token_file=str(tmp_path / "none")), {})
     assert TOKEN not in str(missing.value)
+
+
+async def test_rerun_reads_what_the_checks_need(github: GitHubServer) -> None:  # noqa: F811
+    """The re-run reads repo, pull, check runs, status and issue; a hidden repo is undecidable."""
+    github.repo("acme/shop", default_branch="trunk")
+    github.pull("acme/shop", 9, author="dev", base="trunk", merged_at=100, body="closes #3")
+    github.check_run("a" * 40, "test", "success", 90)
+    github.status("a" * 40, "lint", "success", 95)
+    github.issue("acme/shop", 3, closed_at=101, updated_at=101)
+    block = {"repo": "acme/shop", "issue": 3, "ci": ["test", "lint"]}
+    client = _client(github)
+    assert await rerun(client, Target("acme", "shop", 9, block, "complete"), 1000) == []
+    paths = sorted({s.path for s in github.seen})
+    assert paths == [
+        "/repos/acme/shop",
+        "/repos/acme/shop/commits/" + "a" * 40 + "/check-runs",
+        "/repos/acme/shop/commits/" + "a" * 40 + "/status",
+        "/repos/acme/shop/issues/3",
+        "/repos/acme/shop/pulls/9",
+    ]
+    hidden = await rerun(
+        client, Target("acme", "secret", 1, {"repo": "acme/secret"}, "complete"), 0
+    )
+    assert [(f.code, f.check) for f in hidden] == [(FailureCode.NOT_REPRODUCIBLE, "repo")]
+    github.refusals = 1
+    limited = await rerun(_client(github), Target("acme", "shop", 9, block, "complete"), 1000)
+    assert [(f.code, f.check) for f in limited] == [(FailureCode.UNAVAILABLE, "github")]
