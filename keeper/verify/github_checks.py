@@ -209,17 +209,18 @@ def evaluate(block: Mapping[str, JsonValue], facts: Facts) -> list[Finding]:
         out.append(Finding("merged", "pending", "still open", pull.updated_at))
     issue = block.get("issue")
     if isinstance(issue, int) and not isinstance(issue, bool):
-        out.extend(_issue_findings(issue, pull, facts.issue, settled_at))
+        out.extend(_issue_findings(issue, pull, facts.issue))
     out.extend(_ci_findings(block.get("ci", True), facts.checks))
     return out
 
 
-def _issue_findings(
-    number: int, pull: Pull, issue: Issue | None, settled_at: int | None
-) -> list[Finding]:
+def _issue_findings(number: int, pull: Pull, issue: Issue | None) -> list[Finding]:
     out: list[Finding] = []
     if not closes_issue(pull.text, number):
-        out.append(Finding("issue", "reject", f"title and body do not close #{number}", settled_at))
+        # title and body stay editable after a merge: only updated_at bounds an edit
+        out.append(
+            Finding("issue", "reject", f"title and body do not close #{number}", pull.updated_at)
+        )
     if issue is None:
         out.append(Finding("issue", "reject", f"issue #{number} does not exist", gone=True))
     elif issue.is_pull:

@@ -106,6 +106,12 @@ def test_changes_after_the_verdict_are_not_disagreements() -> None:
     assert run(BLOCK, both, "complete") == [("evaluator_disagrees", "ci:lint")]
 
 
+def test_a_body_edited_after_the_verdict_is_a_change() -> None:
+    """Title and body stay editable after the merge: an edit later is not the evaluator's."""
+    edited = replace(FACTS, pull=replace(PULL, text="no keyword", updated_at=AFTER))
+    assert run(BLOCK, edited, "complete") == [("changed_since_verdict", "issue")]
+
+
 def test_reject_of_a_pending_pull() -> None:
     still_open = replace(FACTS, pull=replace(PULL, state="open", merged=False, merged_at=None))
     assert run(BLOCK, still_open, "reject") == [("evaluator_disagrees", "merged")]
