@@ -118,6 +118,9 @@ async def test_github_outcomes_through_the_daemon(
     assert got["changed"]["report"]["failures"][0]["check"] == "ci:test"
     assert {g["report"]["documentSource"] for g in got.values()} == {"directory:documents"}
     assert github.seen and all(s.authorized for s in github.seen)
+    metrics = await asyncio.to_thread(daemon.request, "GET", "/metrics")
+    config = await asyncio.to_thread(daemon.request, "GET", "/v1/status")
+    assert TOKEN not in json.dumps(got) + metrics[1].decode() + config[1].decode()
     ok = await daemon.metric("keeper_github_requests_total", outcome="ok")
     assert ok == len([s for s in github.seen if s.status == 200])
 
