@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from keeper.config import DirectorySourceConfig, SourceConfig, VerdictsConfig
 from keeper.errors import ConfigError
@@ -57,18 +57,9 @@ def build_verifier(
     stored: list[Source] = [StoredDocumentSource(conn)] if conn is not None else []
     github = None
     if cfg.github is not None:
-        observe = None
-        if metrics is not None:
-            counter = metrics.github_requests
-            for outcome in OUTCOMES:  # every series from the start, zeros included
-                counter.labels(outcome=outcome)
-
-            def observe(outcome: str) -> None:
-                counter.labels(outcome=outcome).inc()
-
-        github = GitHubClient.from_config(
-            cfg.github, os.environ if environ is None else environ, observe
-        )
+        environ = os.environ if environ is None else environ
+        observe = _count_github(metrics) if metrics is not None else None
+        github = GitHubClient.from_config(cfg.github, environ, observe)
     return Verifier(
         sources=[*stored, *(verdict_source(s) for s in cfg.sources)],
         content_sources=[content_source(s) for s in cfg.content_sources],
@@ -77,3 +68,11 @@ def build_verifier(
         sandbox=Sandbox(),
         github=github,
     )
+
+
+def _count_github(metrics: Metrics) -> Callable[[str], None]:
+    """GitHub request outcomes into ``keeper_github_requests_total``, every series from zero."""
+    counter = metrics.github_requests
+    for outcome in OUTCOMES:
+        counter.labels(outcome=outcome)
+    return lambda outcome: counter.labels(outcome=outcome).inc()
