@@ -43,6 +43,7 @@ __all__ = [
     "ContractConfig",
     "DatabaseConfig",
     "DirectorySourceConfig",
+    "GitHubConfig",
     "HttpSourceConfig",
     "KeeperConfig",
     "LogConfig",
@@ -117,11 +118,23 @@ SourceConfig: TypeAlias = HttpSourceConfig | DirectorySourceConfig
 
 
 @dataclass(frozen=True, slots=True)
+class GitHubConfig:
+    """GitHub's REST API for GitHubEval re-runs; the token only by reference (env var or file)."""
+
+    api_url: str = "https://api.github.com"  # GitHub Enterprise Server: https://HOST/api/v3
+    token_env: str = ""
+    token_file: str = ""
+    timeout: float = 10.0
+    max_bytes: int = 1_048_576
+
+
+@dataclass(frozen=True, slots=True)
 class VerdictsConfig:
     sources: tuple[SourceConfig, ...] = ()
     content_sources: tuple[SourceConfig, ...] = ()
     retry_horizon: int = 86_400
     evaluators: Mapping[str, str] = field(default_factory=dict)
+    github: GitHubConfig | None = None  # set by a [verdicts.github] table
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +236,14 @@ _VERDICTS: dict[str, _Key] = {
     "content_sources": _Key(lambda v: v, [], env=v.env_json),
     "retry_horizon": _Key(v.nonneg_int, 86_400),
     "evaluators": _Key(lambda v: v, {}, env=v.env_evaluators),  # checked by _evaluators
+    "github": _Key(lambda v: v, None, env=v.env_json),  # checked by _github
+}
+_GITHUB: dict[str, _Key] = {
+    "api_url": _Key(v.url(v.HTTP_SCHEMES, secret=False), "https://api.github.com"),
+    "token_env": _Key(v.string, ""),
+    "token_file": _Key(v.string, ""),
+    "timeout": _Key(v.pos_float, 10.0),
+    "max_bytes": _Key(v.pos_int, 1_048_576),
 }
 _KEEPER: dict[str, _Key] = {
     "enabled": _Key(v.boolean, False),
@@ -357,6 +378,18 @@ def _evaluators(raw: object, path: str, problems: _Problems) -> dict[str, str]:
     return out
 
 
+def _github(raw: object, problems: _Problems) -> GitHubConfig | None:
+    if raw is None:
+        return None
+    values = _table(raw, "verdicts.github", _GITHUB, problems)
+    if values.get("token_env") and values.get("token_file"):
+        problems.add("verdicts.github.token_file", "set either token_env or token_file")
+    if len(values) != len(_GITHUB):
+        return None
+    values["api_url"] = values["api_url"].rstrip("/")
+    return GitHubConfig(**values)
+
+
 def _contracts(raw: object, problems: _Problems) -> tuple[ContractConfig, ...]:
     if not isinstance(raw, list):
         problems.add("contracts", f"expected a list of tables ([[contracts]]), got {v.show(raw)}")
@@ -479,6 +512,7 @@ def parse_config(
         ),
         "retry_horizon": verdicts.get("retry_horizon", 86_400),
         "evaluators": _evaluators(verdicts.get("evaluators", {}), "verdicts.evaluators", problems),
+        "github": _github(verdicts.get("github"), problems),
     }
     chain = _chain(values["chain"], problems)
     _check_keeper(values["keeper"], problems)

@@ -152,11 +152,13 @@ class Daemon:
         )
 
     def build_verifier(self) -> None:
-        if not self.cfg.verdicts.sources:
+        # documents posted to the API are a source of their own: with the API on,
+        # the verifier runs even when no source is configured
+        if not (self.cfg.verdicts.sources or self.cfg.api.enabled):
             return
         from keeper.verify.configured import build_verifier
 
-        self.verifier = build_verifier(self.cfg.verdicts)
+        self.verifier = build_verifier(self.cfg.verdicts, conn=self.c.conn, metrics=self.c.metrics)
 
     async def index_loop(self) -> None:
         indexer = self.c.indexer

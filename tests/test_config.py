@@ -12,6 +12,7 @@ import pytest
 from keeper.config import (
     Config,
     DirectorySourceConfig,
+    GitHubConfig,
     HttpSourceConfig,
     load_config,
     parse_config,
@@ -263,6 +264,28 @@ class TestErrors:
             "verdicts.evaluators.SchemaEval: not an address: '0x1'",
         ]
 
+    def test_github_table(self) -> None:
+        """[verdicts.github]: defaults, a GHES URL, and one token reference at most."""
+        assert parse_config(minimal(), {}).verdicts.github is None
+        github = parse_config(minimal(verdicts={"github": {}}), {}).verdicts.github
+        assert github == GitHubConfig()
+        ghes = {"api_url": "https://ghe.example/api/v3/", "token_env": "GH", "timeout": 5}
+        cfg = parse_config(minimal(verdicts={"github": ghes}), {}).verdicts.github
+        assert cfg is not None and (cfg.api_url, cfg.token_env, cfg.timeout) == (
+            "https://ghe.example/api/v3",
+            "GH",
+            5.0,
+        )
+        bad = {"api_url": "ftp://x", "token_env": "A", "token_file": "/t", "tokn": "x"}
+        assert problems(minimal(verdicts={"github": bad})) == [
+            "verdicts.github.tokn: unknown key (did you mean 'token_env'?)",
+            "verdicts.github.api_url: not a valid http/https URL: 'ftp://x'",
+            "verdicts.github.token_file: set either token_env or token_file",
+        ]
+        env = {"KEEPER_VERDICTS__GITHUB": '{"token_file": "/run/secrets/gh"}'}
+        from_env = parse_config(minimal(), env).verdicts.github
+        assert from_env is not None and from_env.token_file == "/run/secrets/gh"
+
     def test_all_problems_reported_at_once(self) -> None:
         """Several mistakes come back in one error so the operator fixes them in one pass."""
         raw = minimal(api={"listen": "x"}, log={"format": "xml"})
@@ -394,7 +417,8 @@ class TestFiles:
             if section == "contracts":
                 keys = {"name", "protocol", "address", "start_block"}
             elif isinstance(values, dict):
-                keys = set(values) - {"sources", "content_sources", "evaluators"}
+                keys = set(values) - {"sources", "content_sources", "evaluators", "github"}
+                keys |= set(values.get("github") or {})  # [verdicts.github]
             for key in keys:
                 assert f"{key} =" in text, f"{section}.{key} not documented"
 

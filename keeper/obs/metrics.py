@@ -127,6 +127,14 @@ class Metrics:
             registry=r,
         )
 
+        # GitHub (GitHubEval re-runs)
+        self.github_requests = Counter(
+            "keeper_github_requests",
+            "GitHub REST API requests of GitHubEval re-runs, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+
         # keeper transactions
         self.actions = Counter(
             "keeper_actions",

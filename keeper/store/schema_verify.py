@@ -5,7 +5,9 @@
 so that a reorg removing the event removes the verification.
 ``verification_reports`` keeps every revision of the report chain.
 ``verdict_documents`` keeps the canonical bytes of documents whose digest was
-computed, so a verdict can be shown and re-checked without the source.
+computed, so a verdict can be shown and re-checked without the source; its
+``origin`` says how it got there (``api``: posted to ``POST /v1/verdicts``,
+``source``: fetched from a configured source).
 Retry times are unix seconds (wall clock: they pace network fetches, not
 chain deadlines).
 """
@@ -58,5 +60,8 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chain_id, contract, job_id, digest)
     );
     CREATE INDEX verdict_documents_digest ON verdict_documents (digest)
+    """,
+    """
+    ALTER TABLE verdict_documents ADD COLUMN origin TEXT NOT NULL DEFAULT 'source'
     """,
 ]

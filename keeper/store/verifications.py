@@ -64,6 +64,7 @@ class IndexedVerdict:
     deliverable: str | None
     evaluator: str
     description: str | None
+    block_timestamp: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +98,8 @@ _TASK_QUERY = (
 _VERDICT_QUERY = (
     "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, e.block_number, "
     "e.log_index, coalesce(json_extract(e.args_json, '$.reason'), j.reason), j.deliverable, "
-    "j.evaluator, j.description FROM events e JOIN jobs j ON j.chain_id = e.chain_id "
-    "AND j.contract = e.contract AND j.job_id = e.subject "
+    "j.evaluator, j.description, e.block_timestamp FROM events e JOIN jobs j "
+    "ON j.chain_id = e.chain_id AND j.contract = e.contract AND j.job_id = e.subject "
     "WHERE e.chain_id = ? AND e.name IN ('JobCompleted', 'JobRejected') "
 )
 _KEY = ("chain_id", "contract", "job_id")
@@ -202,15 +203,55 @@ def history(
 
 
 def save_document(
-    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str, digest: str, body: bytes
+    conn: sqlite3.Connection,
+    chain_id: int,
+    contract: str,
+    job_id: str,
+    digest: str,
+    body: bytes,
+    *,
+    origin: str = "source",
 ) -> None:
-    """Keep a document's canonical bytes under its digest (idempotent)."""
+    """Keep a document's canonical bytes under its digest (idempotent; posting marks it ``api``)."""
+    keep = "origin" if origin != "api" else "excluded.origin"
     with _write(conn):
         conn.execute(
-            "INSERT OR IGNORE INTO verdict_documents (chain_id, contract, job_id, digest, body) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (chain_id, contract, job_id, digest, body.decode("utf-8")),
+            "INSERT INTO verdict_documents (chain_id, contract, job_id, digest, body, origin) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (chain_id, contract, job_id, digest) "
+            f"DO UPDATE SET origin = {keep}",
+            (chain_id, contract, job_id, digest, body.decode("utf-8"), origin),
         )
+
+
+def get_submitted_document(conn: sqlite3.Connection, digest: str) -> bytes | None:
+    """A document posted to the API, by digest."""
+    row = conn.execute(
+        "SELECT body FROM verdict_documents WHERE digest = ? AND origin = 'api' LIMIT 1", (digest,)
+    ).fetchone()
+    return str(row[0]).encode("utf-8") if row is not None else None
+
+
+def save_submission(
+    conn: sqlite3.Connection,
+    chain_id: int,
+    jobs: list[tuple[str, str]],
+    digest: str,
+    body: bytes,
+) -> None:
+    """Store a posted document for its verdicts and make their verifications due at once.
+
+    A verification that already checked this very document is left alone; any
+    other (unavailable, or checked against a wrong document) is re-run by the
+    daemon's next verify cycle. Both happen in one transaction.
+    """
+    with _write(conn):
+        for contract, job_id in jobs:
+            save_document(conn, chain_id, contract, job_id, digest, body, origin="api")
+            conn.execute(
+                "UPDATE verifications SET next_retry_at = 0 WHERE chain_id = ? AND contract = ? "
+                "AND job_id = ? AND document_digest IS NOT ?",
+                (chain_id, contract, job_id, digest),
+            )
 
 
 def get_document(conn: sqlite3.Connection, digest: str) -> bytes | None:

@@ -28,6 +28,7 @@ from keeper.verify import githubeval, schemaeval
 from keeper.verify.canonical import JsonValue, NotCanonicalizable, canonical_bytes, keccak_hex
 from keeper.verify.document import DocumentLimits, InvalidDocument, extract_document, parse_json
 from keeper.verify.failures import Failure, FailureCode, Status, derive_status
+from keeper.verify.github_checks import Target
 
 __all__ = [
     "CheckConfig",
@@ -41,6 +42,7 @@ __all__ = [
     "derive_status",
     "description_kind",
     "field_failures",
+    "github_target",
     "needs_content",
     "run_checks",
 ]
@@ -61,6 +63,7 @@ class VerdictFacts:
     deliverable: str | None  # bytes32 of the last JobSubmitted, None if never submitted
     evaluator: str  # the job's evaluator address, lowercase
     description: str | None  # the job description from getJob
+    block_time: int | None = None  # the verdict block's timestamp (GitHub state after it changed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,22 @@ def check_reexecution(
             document, description, content, facts.deliverable, config.content_limits
         )
     return githubeval.check(document, description, content, facts.deliverable)
+
+
+def github_target(
+    document: Mapping[str, JsonValue],
+    facts: VerdictFacts,
+    config: CheckConfig,
+    content: bytes | None,
+) -> Target | None:
+    """The PR a GitHubEval verdict's online re-run reads, once the offline steps pass."""
+    kind, description = description_kind(facts.description, config.limits)
+    if kind != "githubeval" or not isinstance(description, dict) or content is None:
+        return None
+    if facts.deliverable in (None, ZERO_HASH):
+        return None
+    assert facts.deliverable is not None
+    return githubeval.online_target(document, description, content, facts.deliverable)
 
 
 def run_checks(

@@ -6,7 +6,10 @@ Standalone mode needs no daemon and no database: it reads the job's
 with ``eth_getLogs`` (filtered by topic0 and the jobId topic), and ``getJob``
 at the verdict's block, then runs the same verifier as the daemon and prints
 the report. ``--json`` prints the report's canonical bytes, so two runs over
-the same chain data and documents print the same bytes.
+the same chain data and documents print the same bytes. With
+``[verdicts.github]`` configured, GitHubEval verdicts are re-run against
+GitHub's API exactly as the daemon does (the verdict's block time decides
+what "changed since the verdict" means).
 
 Exit codes: 0 verified, 1 failed (mismatch, invalid document, evaluator
 disagrees), 3 undetermined (unavailable, not reproducible, no verdict or
@@ -103,6 +106,7 @@ async def read_verdict(
         "getJob", await rpc.call(contract, encode_view("getJob", str(job_id)), event.block_number)
     )
     reason = "0x" + event.data[:32].hex()
+    block = await rpc.get_block(event.block_number, must_exist=True)
     facts = VerdictFacts(
         job_id=job_id,
         event_name=_EVENT_NAMES[event.topics[0]],
@@ -110,6 +114,7 @@ async def read_verdict(
         deliverable=deliverable,
         evaluator=str(job["evaluator"]),
         description=str(job["description"]),
+        block_time=block.timestamp if block is not None else None,
     )
     chain = ChainRef(
         chain_id=chain_id,
@@ -193,12 +198,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         config = load_config(args.config)
         if args.history:
             return _history(config.database.path, config.chain.chain_id, args, out)
-        verifier = build_verifier(config.verdicts)
         if args.from_index:
             item = _from_index(config.database.path, config.chain.chain_id, args)
-            outcome = asyncio.run(verify_verdict(item, verifier))
+            conn = connect(config.database.path, readonly=True)
+            try:  # documents posted to the daemon's API first, as the daemon does
+                verifier = build_verifier(config.verdicts, conn=conn)
+                outcome = asyncio.run(verify_verdict(item, verifier))
+            finally:
+                conn.close()
             _print_outcome(outcome, args.json, out)
             return exit_code(outcome.status)
+        verifier = build_verifier(config.verdicts)
         rpc_url = args.rpc_url or (config.chain.rpc_urls[0] if config.chain.rpc_urls else "")
         if not rpc_url:
             raise ConfigError("no RPC endpoint: set chain.rpc_urls or pass --rpc-url")

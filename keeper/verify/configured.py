@@ -1,10 +1,21 @@
-"""Build a ``Verifier`` from the ``[verdicts]`` configuration section."""
+"""Build a ``Verifier`` from the ``[verdicts]`` configuration section.
+
+The daemon passes its database connection: documents posted to
+``POST /v1/verdicts`` are then the first source (already matched to an
+on-chain reason, and local), ahead of the configured ones.
+"""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+from collections.abc import Callable, Mapping
+
 from keeper.config import DirectorySourceConfig, SourceConfig, VerdictsConfig
 from keeper.errors import ConfigError
+from keeper.obs.metrics import Metrics
 from keeper.verify.checks import CheckConfig
+from keeper.verify.github_api import OUTCOMES, GitHubClient
 from keeper.verify.sandbox import Sandbox
 from keeper.verify.sources import (
     CONTENT_FILE_NAMES,
@@ -13,6 +24,7 @@ from keeper.verify.sources import (
     HttpSource,
     Source,
 )
+from keeper.verify.submission import StoredDocumentSource
 from keeper.verify.verifier import RetryPolicy, Verifier
 
 
@@ -34,12 +46,33 @@ def content_source(cfg: SourceConfig) -> Source:
     return ContentSource(cfg.url, cfg.timeout, cfg.max_bytes)
 
 
-def build_verifier(cfg: VerdictsConfig) -> Verifier:
-    """Sources in configured order, evaluator names, retry horizon, a sandbox for re-runs."""
+def build_verifier(
+    cfg: VerdictsConfig,
+    conn: sqlite3.Connection | None = None,
+    environ: Mapping[str, str] | None = None,
+    metrics: Metrics | None = None,
+) -> Verifier:
+    """Posted documents (given ``conn``), sources in configured order, evaluator names,
+    retry horizon, a sandbox for re-runs, and GitHub's API when ``[verdicts.github]`` is set."""
+    stored: list[Source] = [StoredDocumentSource(conn)] if conn is not None else []
+    github = None
+    if cfg.github is not None:
+        environ = os.environ if environ is None else environ
+        observe = _count_github(metrics) if metrics is not None else None
+        github = GitHubClient.from_config(cfg.github, environ, observe)
     return Verifier(
-        sources=[verdict_source(s) for s in cfg.sources],
+        sources=[*stored, *(verdict_source(s) for s in cfg.sources)],
         content_sources=[content_source(s) for s in cfg.content_sources],
         checks=CheckConfig(evaluator_names={k: v.lower() for k, v in cfg.evaluators.items()}),
         policy=RetryPolicy(horizon=cfg.retry_horizon),
         sandbox=Sandbox(),
+        github=github,
     )
+
+
+def _count_github(metrics: Metrics) -> Callable[[str], None]:
+    """GitHub request outcomes into ``keeper_github_requests_total``, every series from zero."""
+    counter = metrics.github_requests
+    for outcome in OUTCOMES:
+        counter.labels(outcome=outcome)
+    return lambda outcome: counter.labels(outcome=outcome).inc()

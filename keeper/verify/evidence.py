@@ -82,7 +82,12 @@ async def verify_evidence(
         chosen = (check_evidence(None, evidence_hash, verifier.checks), "")
     checked, label = chosen
     report = build_report(
-        chain, derive_status(checked.failures), checked.failures, checked.digest, parent=parent
+        chain,
+        derive_status(checked.failures),
+        checked.failures,
+        checked.digest,
+        parent=parent,
+        source=label or None,
     )
     return Outcome(
         report, checked.failures, checked.canonical, checked.digest, label or None, tuple(problems)

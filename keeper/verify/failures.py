@@ -17,6 +17,7 @@ class FailureCode(StrEnum):
     VERDICT_HASH_MISMATCH = "verdict_hash_mismatch"
     FIELD_MISMATCH = "field_mismatch"
     EVALUATOR_DISAGREES = "evaluator_disagrees"
+    CHANGED_SINCE_VERDICT = "changed_since_verdict"
     NOT_REPRODUCIBLE = "not_reproducible"
 
 
@@ -26,6 +27,7 @@ class Status(StrEnum):
     INVALID_DOCUMENT = "invalid_document"
     UNAVAILABLE = "unavailable"
     EVALUATOR_DISAGREES = "evaluator_disagrees"
+    CHANGED_SINCE_VERDICT = "changed_since_verdict"
     NOT_REPRODUCIBLE = "not_reproducible"
 
 
@@ -34,6 +36,7 @@ class Failure:
     code: FailureCode
     pointer: str
     detail: str = ""
+    check: str = ""  # the evaluator step at fault ("ci:test"), where the re-run names one
 
 
 # Worst first: a document we could not get or read says nothing about the rest,
@@ -44,6 +47,7 @@ _PRECEDENCE: tuple[tuple[FailureCode, Status], ...] = (
     (FailureCode.VERDICT_HASH_MISMATCH, Status.MISMATCH),
     (FailureCode.FIELD_MISMATCH, Status.MISMATCH),
     (FailureCode.EVALUATOR_DISAGREES, Status.EVALUATOR_DISAGREES),
+    (FailureCode.CHANGED_SINCE_VERDICT, Status.CHANGED_SINCE_VERDICT),
     (FailureCode.NOT_REPRODUCIBLE, Status.NOT_REPRODUCIBLE),
 )
 
@@ -62,7 +66,7 @@ def derive_status(failures: list[Failure] | tuple[Failure, ...]) -> Status:
 
 
 def exit_code(status: Status) -> int:
-    """0 verified, 1 failed (mismatch, invalid, disagrees), 3 undetermined."""
+    """0 verified, 1 failed (mismatch, invalid, disagrees), 3 undetermined (changed included)."""
     if status is Status.VERIFIED:
         return 0
     return 1 if status in FAILED else 3

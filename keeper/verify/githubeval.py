@@ -1,11 +1,12 @@
-"""The part of GitHubEval that can be checked offline; the rest is ``not_reproducible``.
+"""The part of GitHubEval that can be checked offline, and the target of the online part.
 
 GitHubEval's first two steps need no GitHub: the content hashes to the
 on-chain deliverable, and the delivered pull request (a link, or ``{"pr": link}``)
 is in the job's repository. Either failing means "will never check out", so
 the evaluator must have rejected. Author, branch, merge state, issue and CI
-need GitHub's API: a verdict that survives the offline steps is reported as
-``not_reproducible``, never as a pass.
+need GitHub's API (``github_rerun``, when ``[verdicts.github]`` is
+configured): without it a verdict that survives the offline steps is
+reported as ``not_reproducible``, never as a pass.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 
 from keeper.verify.canonical import JsonValue, keccak_hex
 from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.github_checks import Target
 
 # GitHub's own rules: owners are alphanumerics and single inner hyphens (<= 39),
 # repository names letters, digits, '.', '_' and '-' (<= 100).
@@ -93,7 +95,7 @@ def check(
             Failure(
                 FailureCode.NOT_REPRODUCIBLE,
                 "/esito",
-                "author, branch, merge, issue and CI checks need GitHub",
+                "author, branch, merge, issue and CI need GitHub: configure [verdicts.github]",
             )
         ]
     esito = verdict.get("esito")
@@ -104,6 +106,21 @@ def check(
             )
         ]
     return []
+
+
+def online_target(
+    verdict: Mapping[str, JsonValue],
+    description: Mapping[str, JsonValue],
+    content: bytes,
+    deliverable: str,
+) -> Target | None:
+    """The PR to re-check on GitHub, or None when the offline steps already decide."""
+    if _offline_rejection(description, content, deliverable) is not None:
+        return None
+    block = description["github"]
+    pr = pr_link(content)
+    assert isinstance(block, dict) and pr is not None  # the offline steps checked both
+    return Target(pr[0], pr[1], pr[2], block, verdict.get("esito"))
 
 
 def _offline_rejection(

@@ -3,7 +3,7 @@
 A report names the exact chain data it was checked against (chain id,
 contract, job id, event, tx hash, block hash, log index, reason, deliverable,
 evaluator) so that a third party can re-run the checks, and the outcome by
-status plus failure codes and pointers only: prose details change between
+status plus failure codes, pointers and check names only: prose details change between
 releases and would make two runs of the same checks differ. Nothing
 time-dependent goes in, so re-running on the same data reproduces the report
 byte for byte.
@@ -25,7 +25,7 @@ from keeper.verify.failures import Failure, Status
 
 REPORT_FORMAT = 1
 # Bump when a check changes what it concludes: a new release then re-verifies as a new revision.
-CHECKS_VERSION = "keeper-verify/1"
+CHECKS_VERSION = "keeper-verify/2"  # 2: GitHubEval re-run against GitHub's API
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,20 +97,33 @@ def build_report(
     document_digest: str | None,
     *,
     parent: Report | None = None,
+    source: str | None = None,
     checks_version: str = CHECKS_VERSION,
 ) -> Report:
-    """The report for one verification; ``parent`` is the verdict's previous report, if any."""
+    """The report for one verification; ``parent`` is the verdict's previous report, if any.
+
+    ``source`` labels where the checked document came from (``api`` for one
+    posted to ``POST /v1/verdicts``, ``http:<host>``, ``directory:<name>``).
+    """
     body: dict[str, JsonValue] = {
         "format": REPORT_FORMAT,
         "checks": checks_version,
         "chain": chain.as_json(),
         "status": status.value,
-        "failures": [{"code": f.code.value, "pointer": f.pointer} for f in failures],
+        "failures": [_failure_json(f) for f in failures],
         "documentDigest": document_digest,
+        "documentSource": source,
         "parentDigest": parent.digest if parent else None,
         "revisionCount": parent.revision_count + 1 if parent else 0,
     }
     return _sealed(body)
+
+
+def _failure_json(failure: Failure) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"code": failure.code.value, "pointer": failure.pointer}
+    if failure.check:
+        out["check"] = failure.check  # a step name, stable across releases like the code
+    return out
 
 
 def report_from_bytes(raw: bytes) -> Report:

@@ -5,8 +5,11 @@ A submitted document is accepted only when its canonical digest equals the
 submitter, decides which document is the verdict. Anything else is refused
 with a failure code the API returns as 422 (``invalid_document`` for
 unreadable bytes, ``verdict_hash_mismatch`` when no indexed verdict has that
-digest). Accepted documents are stored under their digest, and
-``StoredDocumentSource`` lets the verifier find them like any configured source.
+digest). Accepted documents are stored under their digest, a verification
+of their verdict that has not seen them is made due at once (so the daemon's
+next verify cycle re-checks an ``unavailable`` verdict), and
+``StoredDocumentSource``, the daemon verifier's first source, serves them
+back labelled ``api``.
 """
 
 from __future__ import annotations
@@ -44,23 +47,24 @@ def accept_submission(
         return Failure(
             FailureCode.VERDICT_HASH_MISMATCH, "/reason", "no indexed verdict has this digest"
         )
-    for verdict in matches:
-        store.save_document(conn, chain_id, verdict.contract, verdict.job_id, digest, canonical)
+    store.save_submission(
+        conn, chain_id, [(v.contract, v.job_id) for v in matches], digest, canonical
+    )
     return Accepted(digest, tuple((v.contract, v.job_id) for v in matches))
 
 
 class StoredDocumentSource:
-    """Verdict documents already in the database (submitted or fetched before), by reason."""
+    """Documents posted to ``POST /v1/verdicts``, by the verdict's reason (label ``api``)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
     @property
     def label(self) -> str:
-        return "store"
+        return "api"
 
     async def fetch(self, ctx: FetchContext) -> Fetched | SourceFailure:
-        body = store.get_document(self.conn, ctx.reason) if ctx.reason else None
+        body = store.get_submitted_document(self.conn, ctx.reason) if ctx.reason else None
         if body is None:
-            return SourceFailure(self.label, Problem.NOT_FOUND, "no stored document")
+            return SourceFailure(self.label, Problem.NOT_FOUND, "no document was posted")
         return Fetched(body, "", self.label)

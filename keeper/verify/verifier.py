@@ -32,9 +32,12 @@ from keeper.verify.checks import (
     VerdictFacts,
     check_document,
     check_reexecution,
+    github_target,
     needs_content,
 )
 from keeper.verify.failures import Failure, FailureCode, Status, derive_status
+from keeper.verify.github_api import GitHubClient
+from keeper.verify.github_rerun import rerun as github_rerun
 from keeper.verify.report import ChainRef, Report, build_report, same_outcome, stored_report
 from keeper.verify.sandbox import Sandbox, SandboxFault, SandboxTimeout
 from keeper.verify.sources import FetchContext, Fetched, Problem, Source, SourceFailure
@@ -81,6 +84,8 @@ class Verifier:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     # where evaluator re-runs execute; None runs them inline (trusted inputs, tests)
     sandbox: Sandbox | None = None
+    # GitHub's API for GitHubEval's online steps; None leaves them not_reproducible
+    github: GitHubClient | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +122,11 @@ async def verify_verdict(
             content, content_problems = await fetch_content(verifier.content_sources, ctx)
             problems.extend(content_problems)
         failures = await _reexecute(verifier, doc.document, facts, content)
+        target = github_target(doc.document, facts, verifier.checks, content)
+        if verifier.github is not None and target is not None:
+            failures = await github_rerun(verifier.github, target, facts.block_time)
     status = derive_status(failures)
-    report = build_report(verdict.chain, status, failures, doc.digest, parent=parent)
+    report = build_report(verdict.chain, status, failures, doc.digest, parent=parent, source=source)
     return Outcome(report, tuple(failures), doc.canonical, doc.digest, source, tuple(problems))
 
 
@@ -251,6 +259,7 @@ def verdict_from_index(row: store.IndexedVerdict) -> Verdict:
         deliverable=row.deliverable.lower() if row.deliverable else None,
         evaluator=row.evaluator.lower(),
         description=row.description,
+        block_time=row.block_timestamp,
     )
     chain = ChainRef(
         chain_id=row.chain_id,
@@ -302,7 +311,11 @@ async def verify_with_retries(
 def failures_json(failures: Sequence[Failure]) -> str:
     """Failures with their details, for the store and the API (reports keep code and pointer)."""
     return json.dumps(
-        [{"code": f.code.value, "pointer": f.pointer, "detail": f.detail} for f in failures],
+        [
+            {"code": f.code.value, "pointer": f.pointer, "detail": f.detail}
+            | ({"check": f.check} if f.check else {})
+            for f in failures
+        ],
         separators=(",", ":"),
         ensure_ascii=False,
     )

@@ -166,6 +166,35 @@ content_sources = [{{ kind = "directory", path = "{contents}" }}]
     assert missing == 3
 
 
+def test_command_from_index_uses_posted_documents(tmp_path: Path, conn: sqlite3.Connection) -> None:
+    """With --from-index, a document posted to the daemon's API is found as the daemon finds it."""
+    doc = verdict(8, COMPLETE, "complete")
+    _index(conn, doc, COMPLETE, block=15)
+    contents = tmp_path / "c"
+    contents.mkdir()
+    (contents / keccak_hex(COMPLETE)).write_bytes(COMPLETE)
+    config = tmp_path / "k.toml"
+    config.write_text(
+        f"""
+[chain]
+chain_id = {CHAIN_ID}
+rpc_urls = ["http://127.0.0.1:9"]
+[database]
+path = "{tmp_path / "keeper.db"}"
+[verdicts]
+content_sources = [{{ kind = "directory", path = "{contents}" }}]
+"""
+    )
+    argv = ["--config", str(config), "--contract", CONTRACT, "--id", "8", "--from-index", "--json"]
+    out = io.StringIO()
+    assert main(argv, out) == 3 and json.loads(out.getvalue())["status"] == "unavailable"
+    assert isinstance(accept_submission(conn, CHAIN_ID, body(doc)), Accepted)
+    out = io.StringIO()
+    assert main(argv, out) == 0
+    report = json.loads(out.getvalue())
+    assert (report["status"], report["documentSource"]) == ("verified", "api")
+
+
 class TestSubmission:
     async def test_submitted_document_is_accepted_and_used(
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
@@ -189,4 +218,7 @@ class TestSubmission:
         await verify_pending(conn, CHAIN_ID, verifier, now=1)
         row = store.get_verification(conn, CHAIN_ID, CONTRACT, "7")
         assert row is not None and row.status == "verified"
+        accept_submission(conn, CHAIN_ID, body(doc))  # posted again: already checked, not due
+        again = store.get_verification(conn, CHAIN_ID, CONTRACT, "7")
+        assert again is not None and again.next_retry_at is None
         assert not any(r.startswith("/v1/jobs") for r in evaluator.requests)
