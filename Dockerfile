@@ -8,8 +8,10 @@
 #
 # Two stages: `build` installs the hash-pinned dependencies into a venv and adds the
 # project as a wheel; `runtime` copies only that venv onto a clean base, so neither the
-# source tree nor any build tool ships. tests/ship/test_ship_install.py performs the same
-# install steps outside a container engine, so a broken step fails the test suite.
+# source tree nor any build tool ships. tests/ship/test_ship_image.py builds and runs this
+# image with podman (scripts/podman-image; docs/operations.md, "Podman") and
+# tests/ship/test_ship_install.py performs its install steps outside an engine, so a
+# broken step fails the test suite.
 
 # The base is pinned by version; bump it deliberately (and rebuild) for security fixes.
 # Any Debian bookworm image with `python` 3.11 and its venv module serves (both stages use

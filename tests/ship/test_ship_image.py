@@ -18,6 +18,10 @@ words: the image is what operators run, so it is never skipped.
 
 from __future__ import annotations
 
+import configparser
+import importlib.machinery
+import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -349,3 +353,88 @@ def test_operator_run_refunds_reports_healthy_and_stops_cleanly(
         f"JOIN keeper_intents i ON i.id = ai.intent_id WHERE i.subject = '{second_job}'",
     )
     assert raw == signed_raw  # recorded before it was broadcast, kept through the stop
+
+
+def load_script() -> Any:
+    """scripts/podman-image as a module (it has no .py suffix: it is a command)."""
+    loader = importlib.machinery.SourceFileLoader("podman_image", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+class TestBuildSettings:
+    """The parts of scripts/podman-image that read this machine's apt and pip settings."""
+
+    def test_mirror_is_the_one_apt_uses_for_the_suite(self, tmp_path: Path) -> None:
+        """deb822 and one-line sources are read; -security and disabled entries are not it."""
+        script = load_script()
+        (tmp_path / "sources.list.d").mkdir()
+        (tmp_path / "sources.list.d" / "debian.sources").write_text(
+            "Types: deb\nURIs: http://security.example/debian-security\n"
+            "Suites: bookworm-security\nComponents: main\n\n"
+            "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nEnabled: no\n\n"
+            "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n\n"
+            "# a comment\nTypes: deb\nURIs: http://mirror.example/debian/\n"
+            "Suites: bookworm bookworm-updates\nComponents: main\n"
+        )
+        assert script.debian_mirror(tmp_path) == "http://mirror.example/debian"
+        (tmp_path / "sources.list").write_text(
+            "# deb http://commented.example/debian bookworm main\n"
+            "deb [signed-by=/k.gpg] http://list.example/debian bookworm main\n"
+        )
+        assert script.debian_mirror(tmp_path) == "http://list.example/debian"
+        assert script.debian_mirror(tmp_path / "none") == script.FALLBACK_MIRROR
+
+    def test_pip_settings_become_secrets_and_loopback_urls(self, tmp_path: Path) -> None:
+        """The CA bundle is a secret; local indexes, links and files are served over HTTP."""
+        script = load_script()
+        ca = tmp_path / "ca.pem"
+        ca.write_text("-----BEGIN CERTIFICATE-----\n")
+        (tmp_path / "pypi/simple/demo").mkdir(parents=True)
+        (tmp_path / "pypi/files").mkdir()
+        (tmp_path / "pypi/files/demo-1.0-py3-none-any.whl").write_bytes(b"wheel bytes")
+        (tmp_path / "pypi/simple/demo/index.html").write_text(
+            '<a href="../../files/demo-1.0-py3-none-any.whl">demo</a>'
+        )
+        (tmp_path / "wheels").mkdir()
+        (tmp_path / "wheels/other-2.0-py3-none-any.whl").write_bytes(b"other")
+        (tmp_path / "constraints.txt").write_text("torch<=2\n")
+        settings = {
+            "global": {
+                "cert": str(ca),
+                "extra-index-url": f"https://index.example/simple file://{tmp_path}/pypi/simple",
+                "find-links": str(tmp_path / "wheels"),
+                "constraint": str(tmp_path / "constraints.txt"),
+                "timeout": "60",
+            }
+        }
+        work = tmp_path / "work"
+        work.mkdir()
+        with script.LocalLocations(work) as local:
+            options = script.pip_build_options(settings, work, local)
+            secrets = dict(
+                value.removeprefix("id=").split(",src=")
+                for flag, value in itertools.pairwise(options)
+                if flag == "--secret"
+            )
+            assert secrets == {"pip-cert": str(ca), "pip.conf": str(work / "pip.conf")}
+            assert [o for o in options if o.startswith("--volume")] == []
+            conf = configparser.ConfigParser()
+            conf.read(secrets["pip.conf"])
+            got = dict(conf["global"])
+            assert str(tmp_path) not in "".join(got.values())
+            assert got["cert"] == "/run/secrets/pip-cert"
+            assert got["timeout"] == "60"
+            remote, served = got["extra-index-url"].split()
+            assert remote == "https://index.example/simple"
+            assert served.startswith(local.base) and served.endswith("/simple/")
+            page = http_get(served + "demo/")
+            assert page[0] == 200 and "../../files/demo-1.0" in page[1]
+            wheel = served + "demo/../../files/demo-1.0-py3-none-any.whl"
+            assert http_get(wheel) == (200, "wheel bytes")
+            listing = http_get(got["find-links"])
+            assert listing[0] == 200 and "other-2.0-py3-none-any.whl" in listing[1]
+            assert http_get(got["constraint"]) == (200, "torch<=2\n")
