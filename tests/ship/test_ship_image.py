@@ -3,8 +3,7 @@
 `scripts/podman-image build` builds the Dockerfile on a local Debian bookworm base
 (no registry is reachable here) with this machine's pip settings as build secrets.
 Both images are tagged by a hash of their inputs, so only the first run after a
-change pays for debootstrap (about a minute) and the build (about a minute and a
-half); then the image is found at once.
+change pays for debootstrap and the build (minutes); later runs find the image.
 
 The container runs `keeper run` (the image's default command) on the host network
 against anvil behind the fault-injecting proxy: as uid 10001, its config mounted
@@ -48,7 +47,7 @@ EXPIRED = 5  # JobStatus.Expired
 KEEPER_UID = 10001
 GRACE_SECONDS = 10  # `podman stop`'s default, like docker's
 
-# a cold run debootstraps the base and builds the image (~3 min); warm it is seconds
+# a cold run debootstraps the base and builds the image (minutes); warm, seconds
 pytestmark = pytest.mark.timeout(1200)
 
 
