@@ -9,7 +9,8 @@ The container runs `keeper run` (the image's default command) on the host networ
 against anvil behind the fault-injecting proxy: as uid 10001, its config mounted
 read-only, its database on a named volume. It refunds an expired job for real; a
 second refund's reply is held by the proxy, and `podman stop` (SIGTERM) must end
-the container with exit code 0 inside the grace period, the intent persisted.
+the container with exit code 0 inside the grace period, the intent persisted; a
+new container on the same volume then confirms that very transaction.
 
 No engine, or one that cannot start a container, fails here with the engine's own
 words: the image is what operators run, so it is never skipped.
@@ -249,7 +250,8 @@ def job_intents(base: str, contract: str, job_id: str) -> list[dict[str, Any]]:
 def test_operator_run_refunds_reports_healthy_and_stops_cleanly(
     image: str, escrows: Escrows, volume: str, tmp_path: Path
 ) -> None:
-    """`keeper run` in the container: healthy, a refund confirmed, SIGTERM mid-send exits 0."""
+    """`keeper run` in the container: healthy, a refund confirmed, SIGTERM mid-send exits 0,
+    and a new container on the same volume confirms that send instead of making another."""
     commerce = escrows.d.commerce
     expiry = escrows.now() + 100
     (first_job,) = escrows.funded_jobs(1, expiry)
@@ -258,18 +260,22 @@ def test_operator_run_refunds_reports_healthy_and_stops_cleanly(
     base = f"http://127.0.0.1:{port}"
     with RpcProxy(escrows.url) as proxy:
         config = write_config(tmp_path / "keeper.toml", proxy.url, escrows)
-        container = Container(
-            image,
-            f"keeper-test-{uuid.uuid4().hex[:12]}",
-            "--network=host",
-            f"--user={KEEPER_UID}:{KEEPER_UID}",
-            f"--volume={config}:/etc/keeper/keeper.toml:ro",
-            f"--volume={volume}:/data",
-            # the listen override the health check follows (9464 may be taken on the host)
-            f"--env=KEEPER_API__LISTEN=127.0.0.1:{port}",
-            f"--env={KEY_ENV}",  # the value comes from podman's environment, not argv
-            **{KEY_ENV: KEEPER_KEYS[0]},
-        )
+
+        def start() -> Container:
+            return Container(
+                image,
+                f"keeper-test-{uuid.uuid4().hex[:12]}",
+                "--network=host",
+                f"--user={KEEPER_UID}:{KEEPER_UID}",
+                f"--volume={config}:/etc/keeper/keeper.toml:ro",
+                f"--volume={volume}:/data",
+                # the listen override the health check follows (9464 may be taken here)
+                f"--env=KEEPER_API__LISTEN=127.0.0.1:{port}",
+                f"--env={KEY_ENV}",  # the value comes from podman's environment, not argv
+                **{KEY_ENV: KEEPER_KEYS[0]},
+            )
+
+        container = start()
         try:
             wait_for(
                 lambda: container.running() and http_get(f"{base}/healthz")[0] == 200,
@@ -335,23 +341,53 @@ def test_operator_run_refunds_reports_healthy_and_stops_cleanly(
         finally:
             container.remove()
 
-    database = Path(ok(podman("volume", "inspect", "--format", "{{.Mountpoint}}", volume)).strip())
-    database /= "keeper.db"
-    assert os.stat(database).st_uid == KEEPER_UID  # written by the container's user
-    assert rows(database, "PRAGMA integrity_check") == [("ok",)]
-    intents = rows(
-        database,
-        "SELECT subject, status, outcome FROM keeper_intents WHERE action = 'claimRefund' "
-        "ORDER BY id",
-    )
-    assert [(s, st) for s, st, _ in intents] == [(first_job, "done"), (second_job, "inflight")]
-    [(raw,)] = rows(
-        database,
-        "SELECT a.raw_tx FROM keeper_attempts a "
-        "JOIN keeper_attempt_intents ai ON ai.attempt_id = a.id "
-        f"JOIN keeper_intents i ON i.id = ai.intent_id WHERE i.subject = '{second_job}'",
-    )
-    assert raw == signed_raw  # recorded before it was broadcast, kept through the stop
+        database = Path(
+            ok(podman("volume", "inspect", "--format", "{{.Mountpoint}}", volume)).strip()
+        )
+        database /= "keeper.db"
+        assert os.stat(database).st_uid == KEEPER_UID  # written by the container's user
+        assert rows(database, "PRAGMA integrity_check") == [("ok",)]
+        intents = rows(
+            database,
+            "SELECT subject, status, tx_hash FROM keeper_intents WHERE action = 'claimRefund' "
+            "ORDER BY id",
+        )
+        assert [(s, st) for s, st, _ in intents] == [(first_job, "done"), (second_job, "inflight")]
+        [(raw, tx_hash)] = rows(
+            database,
+            "SELECT a.raw_tx, a.tx_hash FROM keeper_attempts a "
+            "JOIN keeper_attempt_intents ai ON ai.attempt_id = a.id "
+            f"JOIN keeper_intents i ON i.id = ai.intent_id WHERE i.subject = '{second_job}'",
+        )
+        assert raw == signed_raw  # recorded before it was broadcast, kept through the stop
+
+        # a new container on the same volume (an upgrade, a reschedule) finishes that intent
+        proxy.rules.clear()
+        sent_before = len(proxy.requests_for("eth_sendRawTransaction"))
+        container = start()
+        try:
+
+            def second_refunded() -> bool:
+                container.running()
+                escrows.control.mine()
+                intents = job_intents(base, commerce, second_job)
+                return [(i["status"], i["outcome"]) for i in intents] == [("done", "confirmed")]
+
+            wait_for(second_refunded, 90, "the new container to confirm the held refund")
+            [intent] = job_intents(base, commerce, second_job)
+            assert intent["tx_hash"] == tx_hash  # the recorded transaction, not a new one
+            stop = podman("stop", "--time", str(GRACE_SECONDS), container.name, timeout=60)
+            assert stop.returncode == 0, stop.stderr
+            assert container.inspect("{{.State.ExitCode}}") == "0", container.logs()
+        finally:
+            container.remove()
+        resent = proxy.requests_for("eth_sendRawTransaction")[sent_before:]
+        assert all(params == [signed_raw] for params in resent)  # the same bytes, if any
+    [job] = escrows.jobs([second_job])
+    assert int(job.status) == EXPIRED
+    keeper = address_of(KEEPER_KEYS[0])
+    nonce = escrows.control.call("eth_getTransactionCount", keeper, "latest")
+    assert int(nonce, 16) == 2  # two refunds, two transactions ever mined from the keeper
 
 
 def load_script() -> Any:
