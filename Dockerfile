@@ -8,16 +8,26 @@
 #
 # Two stages: `build` installs the hash-pinned dependencies into a venv and adds the
 # project as a wheel; `runtime` copies only that venv onto a clean base, so neither the
-# source tree nor any build tool ships. tests/ship/test_ship_install.py performs the same
-# install steps outside a container engine, so a broken step fails the test suite.
+# source tree nor any build tool ships. tests/ship/test_ship_image.py builds and runs this
+# image with podman (scripts/podman-image; docs/operations.md, "Podman") and
+# tests/ship/test_ship_install.py performs its install steps outside an engine, so a
+# broken step fails the test suite.
 
 # The base is pinned by version; bump it deliberately (and rebuild) for security fixes.
+# Any Debian bookworm image with `python` 3.11 and its venv module serves (both stages use
+# it): scripts/podman-image makes one locally where no registry can be reached.
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 
+# Package index settings (a mirror, a proxy's CA bundle, index credentials) come in as
+# optional build secrets, so none of them is written into a layer or the image history:
+#   --secret id=pip.conf,src=FILE   a pip configuration file for the install steps
+#   --secret id=pip-cert,src=FILE   a CA bundle (name it `cert = /run/secrets/pip-cert` there)
+# Without them pip uses PyPI with its own CA bundle.
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CONFIG_FILE=/run/secrets/pip.conf \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
@@ -25,17 +35,20 @@ WORKDIR /src
 # Dependencies first, alone, so source edits do not invalidate this (slow) layer.
 # --require-hashes: every file must match the lock, or the build fails.
 COPY requirements.lock requirements-build.lock ./
-RUN python -m venv /opt/keeper \
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
+    python -m venv /opt/keeper \
     && /opt/keeper/bin/pip install --require-hashes --no-deps -r requirements.lock \
     && python -m venv /opt/build \
     && /opt/build/bin/pip install --require-hashes --no-deps -r requirements-build.lock
 
 # The project itself, built as a wheel with the pinned backend and installed without
-# resolving anything (everything it needs is already in the venv from the lock).
+# resolving anything (everything it needs is already in the venv from the lock). The
+# setuptools that `venv` seeds is a build backend the daemon never uses: it goes.
 COPY pyproject.toml README.md ./
 COPY keeper ./keeper
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
     && /opt/keeper/bin/pip install --no-deps --no-index /wheels/escrow_keeper-*.whl \
+    && /opt/keeper/bin/pip uninstall --yes --quiet setuptools \
     && /opt/keeper/bin/keeper --version
 
 

@@ -1,9 +1,11 @@
 """The Dockerfile, its build context and the hash-pinned locks it installs from.
 
-No container engine runs here, so the file is linted with hadolint and its
-promises (pinned base, hash-checked installs, non-root, exec-form entrypoint,
-health check without curl, data volume, no secrets) are read from the parsed
-instructions; tests/ship/test_ship_install.py performs its install steps.
+The file is linted with hadolint and its promises (pinned base, hash-checked
+installs, non-root, exec-form entrypoint, health check without curl, data volume,
+no secrets) are read from the parsed instructions, so a change that breaks one
+fails in seconds; tests/ship/test_ship_image.py builds and runs the image with
+podman, and tests/ship/test_ship_install.py performs its install steps outside
+an engine.
 """
 
 from __future__ import annotations
