@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery, encode_cursor
 from keeper.domain.model import VerdictType
 from keeper.store import queries
@@ -54,6 +55,7 @@ _AMOUNTS: dict[str, tuple[str, ...]] = {
     "jobs": ("budget", "funded_amount", "paid_amount", "refunded_amount"),
     "tasks": ("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
 }
+_DATA_VERSION = "PRAGMA data_version"
 _BOOLEANS: dict[str, tuple[str, ...]] = {"jobs": ("legacy",), "tasks": ()}
 _INTENT_FIELDS = (
     "action", "status", "outcome", "detail", "due_at", "tx_hash", "receipt_block", "attempts",
@@ -104,6 +106,12 @@ class ApiReads:
                 self._all.append(conn)
         return conn
 
+    def _page_cache(self) -> PageCache:
+        cache: PageCache | None = getattr(self._local, "pages", None)
+        if cache is None:
+            cache = self._local.pages = PageCache()
+        return cache
+
     def close(self) -> None:
         with self._lock:
             for conn in self._all:
@@ -144,9 +152,20 @@ class ApiReads:
     # --- lists ------------------------------------------------------------------------
 
     def list_subjects(self, query: ListQuery) -> Page:
-        """A page of jobs or tasks, its items already the JSON text of their wire objects."""
-        after = queries.encode_after(*query.after) if query.after is not None else None
+        """A page of jobs or tasks, its items already the JSON text of their wire objects.
+
+        A page asked for again before anything was committed is served as it
+        was built (:mod:`keeper.api.pagecache`).
+        """
         conn = self._conn()
+        cache = self._page_cache()
+        version = int(conn.execute(_DATA_VERSION).fetchone()[0])
+        key = (query.kind, query.contract, query.statuses, tuple(sorted(query.parties.items())),
+               query.limit, query.after)  # fmt: skip
+        kept = cache.get(version, key)
+        if kept is not None:
+            return Page(*kept)
+        after = queries.encode_after(*query.after) if query.after is not None else None
         found = self._tolerant(
             lambda: queries.list_json(
                 conn, query.kind, *self._list_wire[query.kind], contract=query.contract,
@@ -158,6 +177,7 @@ class ApiReads:
         next_cursor = None
         if found.next_after is not None:
             next_cursor = encode_cursor(query.kind, queries.decode_after(found.next_after))
+        cache.put(version, key, (found.items, next_cursor))
         return Page(found.items, next_cursor)
 
     # --- one subject ------------------------------------------------------------------

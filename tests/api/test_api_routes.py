@@ -251,6 +251,37 @@ class TestJobs:
         assert (job3["description"], job3["legacy"]) == (hostile, True)
         assert (task2["verdict_type"], task2["extra"]["worker_stake"]) == ("partial", "5")
 
+    async def test_list_follows_every_commit(self, world: World, tmp_path: Path) -> None:
+        """A page asked for again is the same page until another connection commits;
+        after any commit (status, amount, a new job) the next request shows it."""
+        copy = tmp_path / "changing.db"
+        shutil.copy(world.path, copy)
+        path = "/v1/jobs?status=completed&limit=500"
+        writer = connect(copy)
+        async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
+            first = await get_json(c, path)
+            assert await get_json(c, path) == first
+            done = [i["job_id"] for i in first["items"]]
+            writer.execute("UPDATE jobs SET status = 'rejected' WHERE job_id = ?", [done[0]])
+            writer.commit()
+            after_status = await get_json(c, path)
+            assert [i["job_id"] for i in after_status["items"]] == done[1:]
+            writer.execute("UPDATE jobs SET paid_amount = '12345' WHERE job_id = ?", [done[1]])
+            writer.commit()
+            paid = (await get_json(c, path))["items"][0]
+            assert (paid["job_id"], paid["paid_amount"]) == (done[1], "12345")
+            writer.execute(
+                "INSERT INTO jobs SELECT chain_id, contract, '999', client, provider, evaluator,"
+                " hook, token, budget, funded_amount, expired_at, submitted_at, status,"
+                " status_code, deliverable, reason, description, legacy, created_block + 100,"
+                " updated_block + 100, verdict_event, refunded_amount, paid_amount"
+                " FROM jobs WHERE job_id = ?",
+                [done[1]],
+            )
+            writer.commit()
+            assert (await get_json(c, path))["items"][0]["job_id"] == "999"
+        writer.close()
+
     @pytest.mark.parametrize(
         ("query", "parameter"),
         [
