@@ -264,9 +264,8 @@ class _Handlers:
         query = {k: request.query.getall(k) for k in request.query}
         parsed = parse_list_query(kind, query, self.contracts)
         page = await self._lookup(lambda: self.reads.list_subjects(parsed))
-        for item in page.items:
-            item["contract_name"] = self.names.get(item["contract"])
-        return _json({"items": page.items, "next_cursor": page.next_cursor})
+        body = f'{{"items":[{page.items}],"next_cursor":{json.dumps(page.next_cursor)}}}'
+        return web.Response(body=body.encode(), content_type="application/json", charset="utf-8")
 
     async def _job(self, request: web.Request) -> tuple[str, str, dict[str, Any] | None]:
         contract = resolve_contract(request.match_info["contract"], self.contracts)
@@ -414,7 +413,7 @@ def make_app(
     returns named :class:`Check` results, sync or async.
     """
     names = dict(contracts or {})
-    reads = ApiReads(db_path, chain_id)
+    reads = ApiReads(db_path, chain_id, {address: name for name, address in names.items()})
     pool = ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="keeper-api")
     if db_gauges:
         by_address = {

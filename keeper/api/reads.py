@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery, encode_cursor
+from keeper.domain.model import VerdictType
 from keeper.store import queries
 from keeper.store import verifications as vstore
 from keeper.store.db import connect
@@ -53,6 +55,8 @@ _AMOUNTS: dict[str, tuple[str, ...]] = {
     "jobs": ("budget", "funded_amount", "paid_amount", "refunded_amount"),
     "tasks": ("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
 }
+_DATA_VERSION = "PRAGMA data_version"
+_BOOLEANS: dict[str, tuple[str, ...]] = {"jobs": ("legacy",), "tasks": ()}
 _INTENT_FIELDS = (
     "action", "status", "outcome", "detail", "due_at", "tx_hash", "receipt_block", "attempts",
 )  # fmt: skip
@@ -63,19 +67,30 @@ _EVENT_FIELDS = (
 
 
 class Page:
-    """One page of a list and the cursor of the next (None on the last page)."""
+    """One page of a list: its items' JSON texts joined by commas, and the next cursor.
 
-    def __init__(self, items: list[dict[str, Any]], next_cursor: str | None) -> None:
+    Each item is :func:`_wire`'s object plus ``contract_name``, built by
+    SQLite (:func:`_wire_sql`); the cursor is None on the last page.
+    """
+
+    def __init__(self, items: str, next_cursor: str | None) -> None:
         self.items = items
         self.next_cursor = next_cursor
 
 
 class ApiReads:
-    """Read queries for one chain's database (``chain_id`` None: every chain in the file)."""
+    """Read queries for one chain's database (``chain_id`` None: every chain in the file).
 
-    def __init__(self, path: str | Path, chain_id: int | None = None) -> None:
+    ``names`` maps contract addresses to their configured names, which list
+    items carry as ``contract_name`` (None for any other contract).
+    """
+
+    def __init__(
+        self, path: str | Path, chain_id: int | None = None, names: Mapping[str, str] | None = None
+    ) -> None:
         self.path = path
         self.chain_id = chain_id
+        self._list_wire = {kind: _wire_sql(kind, names or {}) for kind in ("jobs", "tasks")}
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -90,6 +105,12 @@ class ApiReads:
             with self._lock:
                 self._all.append(conn)
         return conn
+
+    def _page_cache(self) -> PageCache:
+        cache: PageCache | None = getattr(self._local, "pages", None)
+        if cache is None:
+            cache = self._local.pages = PageCache()
+        return cache
 
     def close(self) -> None:
         with self._lock:
@@ -131,31 +152,33 @@ class ApiReads:
     # --- lists ------------------------------------------------------------------------
 
     def list_subjects(self, query: ListQuery) -> Page:
-        after = queries.encode_after(*query.after) if query.after is not None else None
+        """A page of jobs or tasks, its items already the JSON text of their wire objects.
+
+        A page asked for again before anything was committed is served as it
+        was built (:mod:`keeper.api.pagecache`).
+        """
         conn = self._conn()
-        parties = dict(query.parties)
-        statuses = list(query.statuses) or None
-        if query.kind == "jobs":
-            found = self._tolerant(
-                lambda: queries.list_jobs(
-                    conn, contract=query.contract, status=statuses, limit=query.limit,
-                    after=after, chain_id=self.chain_id, **parties,
-                ),
-                queries.Page([], None),
-            )  # fmt: skip
-        else:
-            found = self._tolerant(
-                lambda: queries.list_tasks(
-                    conn, contract=query.contract, status=statuses, limit=query.limit,
-                    after=after, chain_id=self.chain_id, **parties,
-                ),
-                queries.Page([], None),
-            )  # fmt: skip
-        items = [_wire(query.kind, item) for item in found.items]
+        cache = self._page_cache()
+        version = int(conn.execute(_DATA_VERSION).fetchone()[0])
+        key = (query.kind, query.contract, query.statuses, tuple(sorted(query.parties.items())),
+               query.limit, query.after)  # fmt: skip
+        kept = cache.get(version, key)
+        if kept is not None:
+            return Page(*kept)
+        after = queries.encode_after(*query.after) if query.after is not None else None
+        found = self._tolerant(
+            lambda: queries.list_json(
+                conn, query.kind, *self._list_wire[query.kind], contract=query.contract,
+                status=list(query.statuses) or None, parties=query.parties, limit=query.limit,
+                after=after, chain_id=self.chain_id,
+            ),
+            queries.JsonPage("", 0, None),
+        )  # fmt: skip
         next_cursor = None
         if found.next_after is not None:
             next_cursor = encode_cursor(query.kind, queries.decode_after(found.next_after))
-        return Page(items, next_cursor)
+        cache.put(version, key, (found.items, next_cursor))
+        return Page(found.items, next_cursor)
 
     # --- one subject ------------------------------------------------------------------
 
@@ -338,3 +361,36 @@ def _wire(kind: str, item: dict[str, Any]) -> dict[str, Any]:
     if kind == "tasks":
         out["extra"] = {str(k): str(v) for k, v in item.get("extra", {}).items()}
     return out
+
+
+def _wire_sql(kind: str, names: Mapping[str, str]) -> tuple[str, list[str]]:
+    """:func:`_wire` plus ``contract_name`` as one SQL ``json_object`` (and its parameters).
+
+    Same keys in the same order and the same values: amounts as decimal
+    strings, booleans as JSON booleans, a task's verdict type by name and its
+    ``extra`` as the string map it is stored as. SQLite builds and encodes
+    them in C: the Python dictionaries and their encoding were most of a list
+    request's cost. The route tests compare the two for every indexed subject.
+    """
+    fields = JOB_FIELDS if kind == "jobs" else TASK_FIELDS
+    parts = []
+    for name in fields:
+        if name in _AMOUNTS[kind]:
+            expr = f"CAST({name} AS TEXT)"
+        elif name in _BOOLEANS[kind]:
+            expr = f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"
+        elif kind == "tasks" and name == "verdict_type":
+            cases = " ".join(f"WHEN {v.value} THEN '{v.name.lower()}'" for v in VerdictType)
+            expr = f"CASE {name} {cases} END"
+        else:
+            expr = name
+        parts.append(f"'{name}', {expr}")
+    if kind == "tasks":
+        parts.append("'extra', json(extra_json)")
+    params: list[str] = []
+    contract_name = "NULL"
+    if names:
+        contract_name = "CASE contract" + " WHEN ? THEN ?" * len(names) + " END"
+        params = [v for address, name in names.items() for v in (address, name)]
+    parts.append(f"'contract_name', {contract_name}")
+    return f"json_object({', '.join(parts)})", params

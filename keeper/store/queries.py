@@ -13,13 +13,14 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from keeper.domain.model import JobStatus, TaskStatus, VerdictType
 
 __all__ = [
+    "JsonPage",
     "Page",
     "counts_by_status",
     "decode_after",
@@ -29,6 +30,7 @@ __all__ = [
     "get_job",
     "get_task",
     "list_jobs",
+    "list_json",
     "list_tasks",
     "status_summary",
 ]
@@ -46,6 +48,15 @@ class Page:
     """One page of rows and the token for the next page (None on the last)."""
 
     items: list[dict[str, Any]]
+    next_after: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JsonPage:
+    """One page as its JSON objects' texts joined by commas, and the token for the next."""
+
+    items: str
+    count: int
     next_after: str | None
 
 
@@ -78,16 +89,14 @@ def _labels(status: str | Sequence[str] | None, valid: Iterable[str]) -> list[st
     return wanted
 
 
-def _page(
-    conn: sqlite3.Connection,
-    table: str,
+def _filters(
     id_col: str,
     filters: dict[str, Any],
     statuses: list[str],
-    limit: int,
     after: str | None,
     chain_id: int | None,
-) -> tuple[list[sqlite3.Row], str | None]:
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (with its parameters) of a list page."""
     clauses: list[str] = []
     params: list[Any] = []
     if chain_id is not None:
@@ -103,8 +112,21 @@ def _page(
     if after is not None:
         clauses.append(f"(created_block, contract, {id_col}) < (?, ?, ?)")
         params.extend(decode_after(after))
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
+def _page(
+    conn: sqlite3.Connection,
+    table: str,
+    id_col: str,
+    filters: dict[str, Any],
+    statuses: list[str],
+    limit: int,
+    after: str | None,
+    chain_id: int | None,
+) -> tuple[list[sqlite3.Row], str | None]:
+    where, params = _filters(id_col, filters, statuses, after, chain_id)
     limit = max(1, min(limit, MAX_LIMIT))
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
         f"SELECT * FROM {table} {where} "
         f"ORDER BY created_block DESC, contract DESC, {id_col} DESC LIMIT ?",
@@ -173,6 +195,64 @@ def list_tasks(
                "evaluator": evaluator}  # fmt: skip
     rows, nxt = _page(conn, "tasks", "task_id", filters, statuses, limit, after, chain_id)
     return Page([_task(r) for r in rows], nxt)
+
+
+_LIST_KEYS: Final = {"jobs": "job_id", "tasks": "task_id"}
+_PARTIES: Final = {"jobs": ("client", "provider", "evaluator"),
+                   "tasks": ("requester", "worker", "evaluator")}  # fmt: skip
+_STATUS_LABELS: Final = {"jobs": tuple(s.label for s in JobStatus),
+                         "tasks": tuple(s.label for s in TaskStatus)}  # fmt: skip
+
+
+def list_json(
+    conn: sqlite3.Connection,
+    table: str,
+    wire: str,
+    wire_params: Sequence[Any] = (),
+    *,
+    contract: str | None = None,
+    status: str | Sequence[str] | None = None,
+    parties: Mapping[str, str] | None = None,
+    limit: int = 50,
+    after: str | None = None,
+    chain_id: int | None = None,
+) -> JsonPage:
+    """The page ``list_jobs``/``list_tasks`` would return, as the JSON texts of ``wire``.
+
+    ``wire`` is an SQL expression over the table's columns (a ``json_object``;
+    its ``?`` take ``wire_params``) that SQLite evaluates per row. The whole
+    page and whether another follows come back from one statement in one
+    step: one consistent snapshot, and one GIL release and reacquisition
+    instead of one per row (under the indexer's load each of those may wait
+    for the GIL; bench/README.md has the profile).
+    ``parties`` maps party columns of ``table`` to addresses.
+    """
+    id_col = _LIST_KEYS[table]
+    filters: dict[str, Any] = {"contract": contract}
+    for name, value in (parties or {}).items():
+        if name not in _PARTIES[table]:
+            raise ValueError(f"unknown party {name!r}; expected one of {_PARTIES[table]}")
+        filters[name] = value
+    statuses = _labels(status, _STATUS_LABELS[table])
+    where, params = _filters(id_col, filters, statuses, after, chain_id)
+    limit = max(1, min(limit, MAX_LIMIT))
+    # one pass over the page's rows feeds both aggregates, so they see the rows in the
+    # same (page) order: the texts, and each row's key with the length of its text
+    row = conn.execute(
+        "SELECT group_concat(w, ','), json_group_array(json_array(b, c, i, length(w))) FROM "
+        f"(SELECT created_block AS b, contract AS c, {id_col} AS i, {wire} AS w FROM {table} "
+        f"{where} ORDER BY created_block DESC, contract DESC, {id_col} DESC LIMIT ?)",
+        (*wire_params, *params, limit + 1),
+    ).fetchone()
+    items: str = row[0] or ""
+    keys: list[list[Any]] = json.loads(row[1])
+    nxt = None
+    if len(keys) > limit:  # the row past the page only says there is a next one
+        items = items[: len(items) - int(keys[limit][3]) - 1]
+        block, last_contract, subject, _ = keys[limit - 1]
+        nxt = encode_after(int(block), str(last_contract), str(subject))
+        keys = keys[:limit]
+    return JsonPage(items, len(keys), nxt)
 
 
 def _one(

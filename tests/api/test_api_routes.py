@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,70 @@ class TestJobs:
             path = f"/v1/jobs?limit=5&cursor={body['next_cursor']}"
         assert seen == sorted(world.jobs, key=int, reverse=True)
         assert pages == -(-len(world.jobs) // 5)
+
+    async def test_list_items_are_the_detail_objects(
+        self, world: World, tmp_path: Path, validate: Validate
+    ) -> None:
+        """A list item is the detail object without events/intents/verification, byte for byte
+        in meaning: list pages are encoded by SQLite, details by Python, from the same rows.
+        Hostile text (quotes, NUL and control characters, non-ASCII), a legacy job and a task
+        verdict type go through both."""
+        copy = tmp_path / "hostile.db"
+        shutil.copy(world.path, copy)
+        conn = connect(copy)
+        hostile = 'q"\\ \x00\x01\x1f \u2028 é 😀 </script> {"x":1}'
+        conn.execute("UPDATE jobs SET description = ?, legacy = 1 WHERE job_id = '3'", [hostile])
+        conn.execute("UPDATE jobs SET deliverable = NULL WHERE job_id = '4'")
+        conn.execute(
+            "UPDATE tasks SET verdict_type = 2, score = 77 WHERE task_id = ?", [task_id(2)]
+        )
+        conn.close()
+        detail_only = {"events", "intents", "verification"}
+        async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
+            for kind, key in (("jobs", "job_id"), ("tasks", "task_id")):
+                body = await get_json(c, f"/v1/{kind}?limit=500")
+                validate("JobList" if kind == "jobs" else "TaskList", body)
+                assert len(body["items"]) == len(world.jobs if kind == "jobs" else world.tasks)
+                for item in body["items"]:
+                    detail = await get_json(c, f"/v1/{kind}/{item['contract']}/{item[key]}")
+                    expected = {k: v for k, v in detail.items() if k not in detail_only}
+                    assert list(item) == list(expected)
+                    assert item == expected
+            job3 = await get_json(c, "/v1/jobs/acp/3")
+            task2 = await get_json(c, f"/v1/tasks/tm/{task_id(2)}")
+        assert (job3["description"], job3["legacy"]) == (hostile, True)
+        assert (task2["verdict_type"], task2["extra"]["worker_stake"]) == ("partial", "5")
+
+    async def test_list_follows_every_commit(self, world: World, tmp_path: Path) -> None:
+        """A page asked for again is the same page until another connection commits;
+        after any commit (status, amount, a new job) the next request shows it."""
+        copy = tmp_path / "changing.db"
+        shutil.copy(world.path, copy)
+        path = "/v1/jobs?status=completed&limit=500"
+        writer = connect(copy)
+        async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
+            first = await get_json(c, path)
+            assert await get_json(c, path) == first
+            done = [i["job_id"] for i in first["items"]]
+            writer.execute("UPDATE jobs SET status = 'rejected' WHERE job_id = ?", [done[0]])
+            writer.commit()
+            after_status = await get_json(c, path)
+            assert [i["job_id"] for i in after_status["items"]] == done[1:]
+            writer.execute("UPDATE jobs SET paid_amount = '12345' WHERE job_id = ?", [done[1]])
+            writer.commit()
+            paid = (await get_json(c, path))["items"][0]
+            assert (paid["job_id"], paid["paid_amount"]) == (done[1], "12345")
+            writer.execute(
+                "INSERT INTO jobs SELECT chain_id, contract, '999', client, provider, evaluator,"
+                " hook, token, budget, funded_amount, expired_at, submitted_at, status,"
+                " status_code, deliverable, reason, description, legacy, created_block + 100,"
+                " updated_block + 100, verdict_event, refunded_amount, paid_amount"
+                " FROM jobs WHERE job_id = ?",
+                [done[1]],
+            )
+            writer.commit()
+            assert (await get_json(c, path))["items"][0]["job_id"] == "999"
+        writer.close()
 
     @pytest.mark.parametrize(
         ("query", "parameter"),

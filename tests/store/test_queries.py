@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,42 @@ class TestLists:
             1 for r in tasks if r["worker"] == ACTORS[1] and r["status"] == "accepted"
         )
         assert q.list_jobs(conn, chain_id=CHAIN + 1).items == []
+
+    def test_json_pages_are_the_row_pages(
+        self, indexed: tuple[IndexStore, sqlite3.Connection]
+    ) -> None:
+        """list_json selects, orders and pages exactly as list_jobs/list_tasks do."""
+        _, conn = indexed
+        wire = "json_object('id', job_id, 'status', status)"
+        for kwargs in ({}, {"status": ["completed", "rejected"]}, {"contract": JOBS},
+                       {"parties": {"client": ACTORS[0]}}):  # fmt: skip
+            after = None
+            while True:
+                page = q.list_json(conn, "jobs", wire, limit=5, after=after, chain_id=CHAIN,
+                                   **kwargs)  # fmt: skip
+                parties = kwargs.get("parties", {})
+                rows = q.list_jobs(
+                    conn, limit=5, after=after, chain_id=CHAIN,
+                    status=kwargs.get("status"), contract=kwargs.get("contract"), **parties,
+                )  # fmt: skip
+                assert json.loads(f"[{page.items}]") == [
+                    {"id": r["job_id"], "status": r["status"]} for r in rows.items
+                ]
+                assert page.count == len(rows.items)
+                assert page.next_after == rows.next_after
+                after = page.next_after
+                if after is None:
+                    break
+        tasks = q.list_json(conn, "tasks", "json_object('id', task_id)", limit=500)
+        tasks_ids = [t["id"] for t in json.loads(f"[{tasks.items}]")]
+        assert tasks_ids == [t["task_id"] for t in q.list_tasks(conn, limit=500).items]
+        assert tasks.count == len(json.loads(f"[{tasks.items}]")) == len(_all("tasks", conn)) > 0
+        named = q.list_json(conn, "tasks", "json_object('n', ?, 'id', task_id)", ["x"], limit=1)
+        assert json.loads(named.items) == {"n": "x", "id": tasks_ids[0]}
+        with pytest.raises(ValueError, match="unknown party"):
+            q.list_json(conn, "jobs", wire, parties={"worker": ACTORS[0]})
+        with pytest.raises(ValueError, match="unknown status"):
+            q.list_json(conn, "tasks", wire, status="completed")
 
     def test_bad_status_and_bad_token_are_rejected(
         self, indexed: tuple[IndexStore, sqlite3.Connection]

@@ -1,0 +1,52 @@
+"""List pages kept until the database changes: a repeated query between two commits is free.
+
+Clients poll the same filtered list (dashboards, bots watching their jobs),
+and between two commits every one of them gets the same page; building it
+(20 rows of some twenty fields as JSON) costs more than the whole HTTP
+exchange around it. A page is kept under its connection's
+``PRAGMA data_version``, which SQLite changes whenever any other connection
+commits (the indexer, the keeper, the verifier): a changed version drops
+every kept page, so a page is never served from before a commit its
+connection can see. Versions are per connection, hence one cache per
+reading thread. Bounded in bytes; the oldest pages go first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Final
+
+__all__ = ["CACHE_BYTES", "PageCache"]
+
+# Per reading thread: some hundreds of default pages; RSS stays well inside its budget.
+CACHE_BYTES: Final = 4 << 20
+
+
+class PageCache:
+    """Encoded pages by query, valid for one ``data_version`` of one connection."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._version: int | None = None
+        self._pages: dict[Hashable, tuple[str, str | None]] = {}
+        self._bytes = 0
+
+    def get(self, version: int, key: Hashable) -> tuple[str, str | None] | None:
+        """The page kept for ``key`` at ``version``; a new version first drops every page."""
+        if version != self._version:
+            self._version = version
+            self._pages.clear()
+            self._bytes = 0
+            return None
+        return self._pages.get(key)
+
+    def put(self, version: int, key: Hashable, page: tuple[str, str | None]) -> None:
+        """Keep ``page`` (items text, next cursor) for ``key``, read at ``version``."""
+        size = len(page[0])
+        if version != self._version or size > self.max_bytes:
+            return
+        while self._pages and self._bytes + size > self.max_bytes:
+            oldest = next(iter(self._pages))
+            self._bytes -= len(self._pages.pop(oldest)[0])
+        self._pages[key] = page
+        self._bytes += size
