@@ -140,7 +140,8 @@ def escrow_flows(conn: sqlite3.Connection, chain_id: int, window: Window) -> lis
         UNION ALL
         SELECT x.contract, '', 'tasks', {_bucket("x.ts")}, 0,
                substr('{_PAD}' || t.reward, -{len(_PAD)})
-        FROM (SELECT contract, subject, MIN(block_timestamp) AS ts FROM events
+        FROM (SELECT contract, subject, MIN(block_timestamp) AS ts
+              FROM events INDEXED BY events_kind_time
               WHERE chain_id = :chain AND name IN ({task_exits}) AND block_timestamp > :start
               GROUP BY contract, subject) x
         JOIN tasks t ON t.chain_id = :chain AND t.contract = x.contract AND t.task_id = x.subject
@@ -182,12 +183,14 @@ def keeper_outcomes(
     ever taken, not per event).
     """
     sql = f"""
-    SELECT {_bucket("t")} AS b, outcome, COUNT(*) FROM (
+    WITH done AS MATERIALIZED (
         SELECT COALESCE((SELECT e.block_timestamp FROM events e
                          WHERE e.chain_id = k.chain_id AND e.block_number = k.receipt_block
                          LIMIT 1), k.due_at) AS t, k.outcome AS outcome
         FROM keeper_intents k WHERE k.chain_id = :chain AND k.status = 'done'
-    ) WHERE t > :start AND t <= :end GROUP BY b, outcome
+    )
+    SELECT {_bucket("t")} AS b, outcome, COUNT(*) FROM done
+    WHERE t > :start AND t <= :end GROUP BY b, outcome
     """
     params = {"chain": chain_id, "start": window.start, "width": window.width, "end": window.end}
     out: dict[tuple[int, str], int] = {}
@@ -242,16 +245,18 @@ def deadlines_ahead(
     """Every keeper call due by ``until``, by the planner's own rules (overdue ones too).
 
     Jobs come off ``jobs_due`` (only those whose deadline falls by ``until``);
-    tasks off ``tasks_status`` (live tasks only).
+    tasks off ``tasks_status`` (live tasks only). ``+chain_id`` keeps the planner
+    off the primary key, whose chain_id prefix matches every row of a one-chain file.
     """
     jobs = conn.execute(
         f"SELECT * FROM jobs WHERE status IN ({', '.join('?' * len(_LIVE_JOBS))}) "
-        "AND expired_at <= ? AND chain_id = ?",
+        "AND expired_at <= ? AND +chain_id = ?",
         (*_LIVE_JOBS, until, chain_id),
     ).fetchall()
     tasks = conn.execute(
         f"SELECT * FROM tasks WHERE status IN ({', '.join('?' * len(_LIVE_TASKS))}) "
-        "AND chain_id = ? AND (expiry_time < ? OR evaluation_deadline < ? OR appeal_deadline <= ?)",
+        "AND +chain_id = ? "
+        "AND (expiry_time < ? OR evaluation_deadline < ? OR appeal_deadline <= ?)",
         (*_LIVE_TASKS, chain_id, until, until, until),
     ).fetchall()
     out: list[Action] = []
