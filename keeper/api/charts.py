@@ -140,8 +140,9 @@ def _frame(
     )
     xs = "".join(
         f'<line class="axis" x1="{x}" x2="{x}" y1="{TOP + PLOT_H}" y2="{TOP + PLOT_H + 4}"/>'
-        f'<text class="x-tick" x="{x}" y="{TOP + PLOT_H + 16}" text-anchor="middle">'
-        f"{_e(label)}</text>"
+        f'<text class="x-tick" x="{x}" y="{TOP + PLOT_H + 16}" '
+        # a label at either edge of the plot is anchored inward so it is never cut off
+        f'text-anchor="{"end" if x > WIDTH - RIGHT - 20 else "middle"}">{_e(label)}</text>'
         for x, label in x_marks
     )
     axes = (

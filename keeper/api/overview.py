@@ -51,6 +51,7 @@ class Overview:
     range_name: str
     window: timeline.Window
     now: int
+    block: int  # the indexed block every picture was read at
     locked: list[LockedSeries] = field(default_factory=list)
     locked_hidden: int = 0
     keeper: dict[str, list[int]] = field(default_factory=dict)
@@ -90,12 +91,13 @@ def read_overview(
     conn: sqlite3.Connection, chain_id: int, range_name: str, config: PlannerConfig
 ) -> Overview | None:
     """Every picture's data for ``range_name`` (a key of RANGES); None before any block."""
-    now = timeline.chain_now(conn, chain_id)
-    if now is None:
+    indexed = timeline.chain_now(conn, chain_id)
+    if indexed is None:
         return None
+    block, now = indexed
     width, buckets = RANGES[range_name]
     window = timeline.Window.ending(now, width, buckets)
-    view = Overview(range_name, window, now)
+    view = Overview(range_name, window, now, block)
     current = {
         (r["contract"], r["token"], r["kind"]): int(r["amount"])
         for r in queries.escrow_locked(conn, chain_id=chain_id)
@@ -109,7 +111,6 @@ def read_overview(
         for (c, t, k) in set(current) | set(nets)
         for net in [nets.get((c, t, k), {})]
     ]
-    series = [s for s in series if any(s.values)]
     series.sort(key=lambda s: (-s.values[-1], s.contract, s.token, s.kind))
     view.locked = series[:MAX_LOCKED_SERIES]
     view.locked_hidden = len(series) - len(view.locked)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Final
 
 from keeper.api import charts
@@ -239,8 +240,13 @@ def render_pictures(view: Overview | None, names: Mapping[str, str], range_name:
         "verification", f"Evaluator verdicts by verification result, last {view.range_name}",
         view, view.verification, _STATUS_PATTERNS, _STATUS_LABELS,
     )  # fmt: skip
+    moment = datetime.fromtimestamp(view.now, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    as_of = (
+        f'<p class="as-of">Pictures as of block <strong id="pictures-block">{view.block}</strong>'
+        f" ({_e(moment)} UTC, chain time).</p>"
+    )
     return (
-        f"{charts.pattern_defs()}{picker}"
+        f"{charts.pattern_defs()}{picker}{as_of}"
         f'<section id="pictures-locked"><h2>Escrow locked over time</h2>'
         f"{_locked(view, names)}</section>"
         f'<div class="cards"><section class="card" id="pictures-keeper"><h2>Keeper actions</h2>'

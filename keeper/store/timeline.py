@@ -272,20 +272,20 @@ def deadlines_ahead(
     return out
 
 
-def chain_now(conn: sqlite3.Connection, chain_id: int) -> int | None:
-    """The indexed block's timestamp, or the newest event's when that block was pruned."""
+def chain_now(conn: sqlite3.Connection, chain_id: int) -> tuple[int, int] | None:
+    """(block, timestamp) of the indexed block, or of the newest event when it was pruned."""
     row = conn.execute(
-        "SELECT b.timestamp FROM cursor c JOIN blocks b ON b.chain_id = c.chain_id "
+        "SELECT b.number, b.timestamp FROM cursor c JOIN blocks b ON b.chain_id = c.chain_id "
         "AND b.number = c.indexed_block WHERE c.chain_id = ?",
         (chain_id,),
     ).fetchone()
-    if row is not None:
-        return int(row[0])
-    row = conn.execute(
-        "SELECT block_timestamp FROM events WHERE chain_id = ? ORDER BY block_number DESC LIMIT 1",
-        (chain_id,),
-    ).fetchone()
-    return None if row is None else int(row[0])
+    if row is None:
+        row = conn.execute(
+            "SELECT block_number, block_timestamp FROM events WHERE chain_id = ? "
+            "ORDER BY block_number DESC LIMIT 1",
+            (chain_id,),
+        ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
 
 
 def unfinished_intents(conn: sqlite3.Connection, chain_id: int) -> dict[str, int]:
