@@ -126,16 +126,15 @@ def escrow_flows(conn: sqlite3.Connection, chain_id: int, window: Window) -> lis
     WITH flow AS (
         SELECT e.contract AS contract, j.token AS token, 'jobs' AS kind,
                {_bucket("e.block_timestamp")} AS b, e.name = 'JobFunded' AS incoming,
-               substr('{_PAD}' || CASE WHEN e.name = 'JobFunded'
-                   THEN json_extract(e.args_json, '$.amount') ELSE j.funded_amount END,
-                   -{len(_PAD)}) AS p
+               substr('{_PAD}' || j.funded_amount, -{len(_PAD)}) AS p
         FROM events e JOIN jobs j ON j.chain_id = e.chain_id AND j.contract = e.contract
              AND j.job_id = e.subject
         WHERE e.chain_id = :chain AND e.name IN ({jobs_in}) AND e.block_timestamp > :start
         UNION ALL
         SELECT e.contract, '', 'tasks', {_bucket("e.block_timestamp")}, 1,
-               substr('{_PAD}' || json_extract(e.args_json, '$.reward'), -{len(_PAD)})
-        FROM events e
+               substr('{_PAD}' || t.reward, -{len(_PAD)})
+        FROM events e JOIN tasks t ON t.chain_id = e.chain_id AND t.contract = e.contract
+             AND t.task_id = e.subject
         WHERE e.chain_id = :chain AND e.name = 'TaskCreated' AND e.block_timestamp > :start
         UNION ALL
         SELECT x.contract, '', 'tasks', {_bucket("x.ts")}, 0,
@@ -204,8 +203,8 @@ _VERDICT_JOIN: Final = f"""
     FROM events e
     JOIN jobs j ON j.chain_id = e.chain_id AND j.contract = e.contract AND j.job_id = e.subject
          AND j.verdict_event = e.name
-    LEFT JOIN verifications v ON v.chain_id = e.chain_id AND v.block_hash = e.block_hash
-         AND v.log_index = e.log_index
+    LEFT JOIN verifications v ON v.chain_id = e.chain_id AND v.contract = e.contract
+         AND v.job_id = e.subject
     WHERE e.chain_id = :chain AND e.name IN ({", ".join(f"'{n}'" for n in _VERDICTS)})
       AND e.block_timestamp > :start AND e.block_timestamp <= :end
 """
