@@ -246,14 +246,20 @@ class Daemon:
         """Label amounts with each token's units, off the indexing path (see keeper.sync.tokens)."""
         from keeper.sync.tokens import read_new_tokens
 
-        while not self.stop.is_set():
-            indexed = self.c.indexer.state.indexed
-            if indexed > 0:
-                try:
-                    await read_new_tokens(self.c.conn, self.c.rpc, self.cfg.chain.chain_id, indexed)
-                except KeeperError as exc:
-                    log.warning("token_read_failed", error=str(exc), kind=type(exc).__name__)
-            await self._sleep(self.stop, TOKEN_READ_INTERVAL_SECONDS)
+        reader = dbmod.connect(self.cfg.database.path, readonly=True)
+        try:
+            while not self.stop.is_set():
+                indexed = self.c.indexer.state.indexed
+                if indexed > 0:
+                    try:
+                        await read_new_tokens(
+                            self.c.conn, self.c.rpc, self.cfg.chain.chain_id, indexed, reader
+                        )
+                    except KeeperError as exc:
+                        log.warning("token_read_failed", error=str(exc), kind=type(exc).__name__)
+                await self._sleep(self.stop, TOKEN_READ_INTERVAL_SECONDS)
+        finally:
+            reader.close()
 
     async def _wait_wake(self) -> None:
         with contextlib.suppress(TimeoutError):

@@ -10,6 +10,7 @@ asked again on the next round.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Protocol
 
@@ -42,10 +43,25 @@ async def read_token(rpc: Caller, token: str, block: int) -> TokenMeta:
     return TokenMeta(token, decimals, symbol)
 
 
-async def read_new_tokens(conn: sqlite3.Connection, rpc: Caller, chain_id: int, block: int) -> int:
-    """Read every job token that has no metadata yet; returns how many were stored."""
+async def read_new_tokens(
+    conn: sqlite3.Connection,
+    rpc: Caller,
+    chain_id: int,
+    block: int,
+    reader: sqlite3.Connection | None = None,
+) -> int:
+    """Read every job token that has no metadata yet; returns how many were stored.
+
+    Finding them scans the jobs' tokens; with ``reader`` (a read-only connection of
+    the same database) that scan runs on a worker thread, so the daemon's event
+    loop keeps serving the indexer meanwhile. Writes go through ``conn``.
+    """
+    if reader is not None:
+        todo = await asyncio.to_thread(tokens_to_read, reader, chain_id)
+    else:
+        todo = tokens_to_read(conn, chain_id)
     stored = 0
-    for token in tokens_to_read(conn, chain_id):
+    for token in todo:
         meta = await read_token(rpc, token, block)
         save_token_meta(conn, chain_id, meta, block)
         log.info("token_metadata_read", token=token, decimals=meta.decimals, symbol=meta.symbol)

@@ -58,9 +58,11 @@ class TestReadNewTokens:
         build_world(tmp_path / "keeper.db")
         conn = connect(tmp_path / "keeper.db")
         assert tokens_to_read(conn, CHAIN_ID) == [USDC]
+        reader = connect(tmp_path / "keeper.db", readonly=True)  # the daemon's scan connection
         async with RpcClient([EndpointConfig("anvil", module_anvil.url)]) as rpc:
-            assert await read_new_tokens(conn, rpc, CHAIN_ID, 1) == 1
-            assert await read_new_tokens(conn, rpc, CHAIN_ID, 2) == 0
+            assert await read_new_tokens(conn, rpc, CHAIN_ID, 1, reader) == 1
+            assert await read_new_tokens(conn, rpc, CHAIN_ID, 2, reader) == 0
+        reader.close()
         # the world's token address has no code on this chain: it did not answer
         assert token_meta(conn, CHAIN_ID) == {USDC: TokenMeta(USDC, None, None)}
         assert tokens_to_read(conn, CHAIN_ID) == []
