@@ -29,10 +29,11 @@ class Sizes:
     keeper_jobs: int
     api_events: int
     api_seconds: float
+    page_events: int
 
 
-QUICK = Sizes(200_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10)
-FULL = Sizes(1_000_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30)
+QUICK = Sizes(200_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10, 200_000)
+FULL = Sizes(1_000_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30, 1_000_000)
 
 
 def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
@@ -40,6 +41,7 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
     from bench.backfill import bench_backfill
     from bench.keeper import bench_keeper
     from bench.realtime import bench_realtime
+    from bench.status_page import bench_status_page
 
     return {
         "backfill": lambda: list(bench_backfill(s.backfill_events, naive_events=s.naive_events,
@@ -48,13 +50,15 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
                                             s.rpc_steady_seconds, mode)],
         "keeper": lambda: [bench_keeper(s.keeper_jobs, mode)],
         "api": lambda: [bench_api(s.api_events, s.api_seconds, mode)],
+        "page": lambda: [bench_status_page(s.page_events, mode)],
     }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (make bench)")
-    parser.add_argument("--only", nargs="*", choices=["backfill", "realtime", "keeper", "api"],
+    parser.add_argument("--only", nargs="*",
+                        choices=["backfill", "realtime", "keeper", "api", "page"],
                         help="run only these (memory comes with backfill)")  # fmt: skip
     args = parser.parse_args(argv)
     configure_logging("console", "warning", stream=sys.stderr)

@@ -45,6 +45,10 @@ STARTUP_RETRY_MAX = 30.0
 # How often the daemon refreshes the query planner's statistics as tables grow.
 STATISTICS_INTERVAL_SECONDS = 600.0
 
+# How often the daemon looks for job tokens whose decimals() and symbol() it has
+# not read yet (one scan of the jobs' tokens; each token is read once).
+TOKEN_READ_INTERVAL_SECONDS = 10.0
+
 
 # ---- the daemon -----------------------------------------------------------------
 
@@ -240,6 +244,25 @@ class Daemon:
             if not self.stop.is_set():
                 dbmod.refresh_statistics(self.c.conn)
 
+    async def token_loop(self) -> None:
+        """Label amounts with each token's units, off the indexing path (see keeper.sync.tokens)."""
+        from keeper.sync.tokens import read_new_tokens
+
+        reader = dbmod.connect(self.cfg.database.path, readonly=True)
+        try:
+            while not self.stop.is_set():
+                indexed = self.c.indexer.state.indexed
+                if indexed > 0:
+                    try:
+                        await read_new_tokens(
+                            self.c.conn, self.c.rpc, self.cfg.chain.chain_id, indexed, reader
+                        )
+                    except KeeperError as exc:
+                        log.warning("token_read_failed", error=str(exc), kind=type(exc).__name__)
+                await self._sleep(self.stop, TOKEN_READ_INTERVAL_SECONDS)
+        finally:
+            reader.close()
+
     async def _wait_wake(self) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wake.wait(), timeout=self.cfg.chain.poll_interval)
@@ -282,6 +305,7 @@ class Daemon:
             )
             tasks.append(asyncio.create_task(self.index_loop(), name="index"))
             tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
+            tasks.append(asyncio.create_task(self.token_loop(), name="tokens"))
             if self.verifier is not None:
                 tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
             if self.keeper is not None:

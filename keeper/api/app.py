@@ -29,6 +29,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from keeper.api.dbstats import sqlite_sources
 from keeper.api.health import Check
+from keeper.api.overview import DEFAULT_RANGE, Overview, parse_range, read_overview
 from keeper.api.page import render_not_found, render_status, render_subject
 from keeper.api.params import (
     BadParam,
@@ -37,9 +38,11 @@ from keeper.api.params import (
     parse_task_id,
     resolve_contract,
 )
+from keeper.api.pictures import render_pictures
 from keeper.api.reads import ApiReads
 from keeper.api.submit import VerdictSubmitter
 from keeper.domain.model import Protocol
+from keeper.domain.planner import PlannerConfig
 from keeper.obs.dbgauges import DatabaseCollector
 from keeper.obs.logging import get_logger, redact_text
 
@@ -329,10 +332,25 @@ class _Handlers:
 
     # --- HTML ---------------------------------------------------------------------------
 
-    async def index(self, _request: web.Request) -> web.Response:
-        return _html(await self._status_page())
+    async def index(self, request: web.Request) -> web.Response:
+        try:
+            range_name = parse_range(request.query.getall("range", []))
+        except BadParam as exc:
+            return _html(await self._status_page(f"{exc.param}: {exc.message}"), 400)
+        return _html(await self._status_page(range_name=range_name))
 
-    async def _status_page(self, message: str = "") -> str:
+    def _overview(self, range_name: str) -> Overview | None:
+        chain_id = self.reads.chain_id
+        if chain_id is None:
+            return None  # the pictures are per chain
+        return self.reads.snapshot(
+            lambda conn: read_overview(conn, chain_id, range_name, PlannerConfig()), None
+        )
+
+    async def _status_page(self, message: str = "", range_name: str = DEFAULT_RANGE) -> str:
+        view = await self._run(lambda: self._overview(range_name))
+        pictures = render_pictures(view, self.names, range_name)
+        tokens = view.tokens if view is not None else {}
         db = await self._run(self.reads.status)
         locked = await self._run(self.reads.locked)
         recent = await self._run(self.reads.recent_verdicts)
@@ -341,7 +359,9 @@ class _Handlers:
                 v["verification"] = await self._run(
                     partial(self.verification, v["contract"], v["job_id"])
                 )
-        return render_status(self._live(db), db, locked, recent, self.contracts, message)
+        return render_status(
+            self._live(db), db, locked, recent, self.contracts, message, pictures, tokens
+        )
 
     async def lookup(self, request: web.Request) -> web.Response:
         """The lookup box's target: redirect to the detail page, or explain what is wrong."""

@@ -14,6 +14,9 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from keeper.api.pictures import amount_text
+from keeper.store.tokens import TokenMeta
+
 __all__ = ["render_not_found", "render_status", "render_subject"]
 
 _TEMPLATE = Template(resources.files("keeper.api").joinpath("page.html").read_text("utf-8"))
@@ -56,8 +59,11 @@ def render_status(
     recent: Sequence[Mapping[str, Any]],
     contracts: Mapping[str, str],
     message: str = "",
+    pictures: str = "",
+    tokens: Mapping[str, TokenMeta] | None = None,
 ) -> str:
-    """The status page: sync state, escrow totals, backlog, recent verdicts, lookup box."""
+    """The status page: sync state, pictures, escrow totals, backlog, recent verdicts, lookup."""
+    metas = tokens or {}
     names = {address: name for name, address in contracts.items()}
     cursor = db.get("cursor") or {}
     halted = live.get("halt_reason")
@@ -76,10 +82,12 @@ def render_status(
         "",
     )
     escrow = _table(
-        ("contract", "kind", "token", "locked (base units)", "holding", "open budgets (unfunded)"),
+        ("contract", "kind", "token", "locked (base units)", "locked (token units)", "holding",
+         "open budgets (unfunded)"),
         [
             (names.get(r["contract"], r["contract"]), r["kind"], r["token"] or "-", r["amount"],
-             r["count"], r["open_budget"])
+             amount_text(int(r["amount"]), r["token"], metas.get(r["token"])), r["count"],
+             r["open_budget"])
             for r in locked
         ],
         "No escrow locked.",
@@ -111,7 +119,7 @@ def render_status(
         "No verdicts yet.",
     )
     body = (
-        f"{banner}<section><h2>Sync</h2>{sync}</section>"
+        f"{banner}<section><h2>Sync</h2>{sync}</section>{pictures}"
         f"<section><h2>Escrow locked</h2>{escrow}</section>"
         f"<section><h2>Jobs and tasks</h2>{counts}</section>"
         f"<section><h2>Keeper backlog</h2>{backlog}</section>"

@@ -135,6 +135,10 @@ class ApiReads:
         finally:
             conn.execute("COMMIT")
 
+    def snapshot(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        """``read(conn)`` in one read transaction; ``empty`` on a database not migrated yet."""
+        return self._snapshot(lambda: self._tolerant(lambda: read(self._conn()), empty))
+
     def _chain(self) -> tuple[str, list[Any]]:
         if self.chain_id is None:
             return "1=1", []

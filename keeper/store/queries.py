@@ -41,6 +41,7 @@ _TASK_AMOUNTS: Final = ("reward", "evaluator_stake", "paid_amount", "refunded_am
 _TERMINAL_TASKS: Final = ("accepted", "expired", "cancelled")
 # Escrow is held by a job only once funded; an Open job's budget is a promise.
 _HOLDING_JOBS: Final = ("funded", "submitted")
+_LIVE_TASKS: Final = tuple(s.label for s in TaskStatus if s.label not in _TERMINAL_TASKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +326,9 @@ def escrow_locked(conn: sqlite3.Connection, *, chain_id: int | None = None) -> l
     would pay out of other jobs' escrow (the hazard in PROTOCOLS.md).
     Task markets pay in one token the index does not see: their token is "".
     """
-    chain = " AND chain_id = ?" if chain_id is not None else ""
+    # ``+chain_id``: the planner must walk the status index (live subjects only), not
+    # the primary key, whose chain_id prefix matches every row of a one-chain file
+    chain = " AND +chain_id = ?" if chain_id is not None else ""
     params = [chain_id] if chain_id is not None else []
     acc: dict[tuple[str, str, str], list[int]] = {}
 
@@ -348,7 +351,7 @@ def escrow_locked(conn: sqlite3.Connection, *, chain_id: int | None = None) -> l
         elif int(row[4]) > 0:
             add(key, int(row[4]), False)
     for row in conn.execute(
-        f"SELECT contract, reward FROM tasks WHERE status NOT IN {_TERMINAL_TASKS}{chain}",
+        f"SELECT contract, reward FROM tasks WHERE status IN {_LIVE_TASKS}{chain}",
         params,
     ):
         add((str(row[0]), "", "tasks"), int(row[1]), True)

@@ -137,4 +137,22 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_contract_status_page ON tasks (contract, status, created_block, task_id);
     CREATE INDEX tasks_status_page ON tasks (status, created_block, contract, task_id)
     """,
+    # 3: the status page's pictures. Events by kind and block time, covering the
+    # subject (each chart reads one window of a few event kinds and joins the
+    # projections by primary key, never touching the events table); jobs by refund
+    # deadline (the timeline of what falls due); and each token's decimals() and
+    # symbol(), read once from the chain. A token that did not answer has NULL
+    # decimals and symbol: its amounts stay in base units.
+    """
+    CREATE INDEX events_kind_time ON events (chain_id, name, block_timestamp, contract, subject);
+    CREATE INDEX jobs_due ON jobs (status, expired_at);
+    CREATE TABLE token_meta (
+        chain_id INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        decimals INTEGER,
+        symbol TEXT,
+        read_block INTEGER NOT NULL,
+        PRIMARY KEY (chain_id, token)
+    )
+    """,
 ]

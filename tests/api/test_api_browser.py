@@ -53,8 +53,10 @@ class TestStatusPageInBrowser:
         headings: list[str] = await page.evaluate(
             "[...document.querySelectorAll('h2')].map(h => h.textContent)"
         )
-        assert headings[:5] == [
-            "Sync", "Escrow locked", "Jobs and tasks", "Keeper backlog", "Recent verdicts",
+        assert headings == [
+            "Sync", "Escrow locked over time", "Keeper actions", "Deadlines ahead",
+            "Verification", "Escrow locked", "Jobs and tasks", "Keeper backlog",
+            "Recent verdicts", "Look up a job or task",
         ]  # fmt: skip
         text: str = await page.evaluate("document.body.innerText")
         holding = sum(1 for s in world.jobs.values() if s in ("funded", "submitted"))

@@ -1,0 +1,146 @@
+"""The status page's pictures while the real daemon indexes a devnet, checked against the chain.
+
+Traffic runs on anvil, the daemon (``run_daemon``, as ``keeper run`` starts it)
+indexes, keeps and serves; Chromium loads the page again and again meanwhile.
+Every load must show one consistent snapshot: the commerce escrow's locked line
+ends at the amount the chain itself held in funded and submitted jobs at the
+block the page says it was read at, and once the daemon has read MockUSDC's
+``decimals()``/``symbol()`` that amount is shown in USDC beside base units.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web3 import Web3
+
+from keeper.config import load_config
+from keeper.daemon import run_daemon
+from keeper.devnet.anvil import DEV_KEYS
+from keeper.devnet.contracts import load_abi
+from keeper.devnet.deploy import Deployment
+from keeper.devnet.runner import KEEPER_KEY_ENV, run_devnet
+from keeper.devnet.traffic import Timing
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+from cdp import Page, browser_page, chromium_path
+from test_api_browser import artifacts_dir
+
+CHROMIUM = chromium_path()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+FAST = Timing(
+    interval=0.02, warp=40, job_ttl=160, task_ttl=160, evaluation_window=80, appeal_window=80
+)
+HOLDING = (1, 2)  # Funded, Submitted
+LOADS = 12
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def held_on_chain(rpc_url: str, commerce: str, block: int) -> int:
+    """What the commerce escrow held at ``block``: funded and submitted jobs' budgets."""
+    w3 = Web3(Web3.HTTPProvider(rpc_url))
+    c = w3.eth.contract(address=Web3.to_checksum_address(commerce), abi=load_abi("AgenticCommerce"))
+    jobs = c.functions.jobCounter().call(block_identifier=block)
+    total = 0
+    for j in range(1, jobs + 1):
+        job = c.functions.getJob(j).call(block_identifier=block)
+        if job[7] in HOLDING:
+            total += int(job[5])
+    return total
+
+
+async def read_page(page: Page, url: str, commerce: str) -> dict[str, Any]:
+    await page.goto(url)
+    found: dict[str, Any] = await page.evaluate(
+        "(() => { const b = document.getElementById('pictures-block');"
+        f" const f = document.querySelector('figure[data-contract=\"{commerce}\"]');"
+        " return {block: b && Number(b.textContent),"
+        " points: f ? [...f.querySelectorAll('circle.point')]"
+        ".map(c => c.getAttribute('data-value')) : [],"
+        " now: f && f.querySelector('.locked-now').textContent,"
+        " base: f && f.querySelector('.locked-now').getAttribute('data-base'),"
+        " bars: document.querySelectorAll('rect.bar').length}; })()"
+    )  # fmt: skip
+    return found
+
+
+class TestStatusPageWhileIndexing:
+    async def test_pictures_match_the_chain_at_their_block(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
+        port = free_port()
+        seen: list[dict[str, Any]] = []
+        checks: dict[str, Any] = {}
+
+        async def daemon(config_path: Path) -> None:
+            cfg = load_config(config_path)
+            rpc = cfg.chain.rpc_urls[0]
+            d = Deployment(**json.loads((config_path.parent / "deployment.json").read_text()))
+            commerce = d.commerce
+            running = asyncio.create_task(run_daemon(str(config_path)))
+            try:
+                assert CHROMIUM is not None
+                async with browser_page(CHROMIUM, tmp_path / "profile") as page:
+                    url = f"http://127.0.0.1:{port}/?range=hour"
+                    for _ in range(600):  # the API comes up once the chain id is checked
+                        with contextlib.suppress(RuntimeError, TimeoutError):
+                            snap = await read_page(page, url, commerce)
+                            if snap["block"] and snap["base"] is not None:
+                                break
+                        await asyncio.sleep(0.1)
+                    for _ in range(LOADS):
+                        seen.append(await read_page(page, url, commerce))
+                        await asyncio.sleep(0.4)
+                    for _ in range(100):  # tokens are read every few seconds
+                        last = await read_page(page, url, commerce)
+                        if "USDC" in (last["now"] or ""):
+                            break
+                        await asyncio.sleep(0.25)
+                    seen.append(last)
+                    await page.screenshot(artifacts_dir() / "status-pictures-devnet.png")
+                checks["held"] = [
+                    await asyncio.to_thread(held_on_chain, rpc, commerce, s["block"]) for s in seen
+                ]
+            finally:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+
+        await asyncio.wait_for(
+            run_devnet(
+                rpc_url=None,
+                workdir=tmp_path,
+                with_daemon=daemon,
+                self_keep=False,
+                timing=FAST,
+                api_listen=f"127.0.0.1:{port}",
+            ),
+            timeout=150,
+        )
+        assert len(seen) == LOADS + 1
+        blocks = [s["block"] for s in seen]
+        assert blocks == sorted(blocks) and blocks[-1] > blocks[0], blocks  # it kept indexing
+        for snap, held in zip(seen, checks["held"], strict=True):
+            points = [int(v) for v in snap["points"]]
+            assert len(points) == 61  # an hour in minutes, both edges
+            assert points[-1] == int(snap["base"]) == held, (snap["block"], points[-1], held)
+            assert min(points) >= 0
+        last = seen[-1]
+        held = checks["held"][-1]
+        whole, frac = divmod(held, 10**6)
+        units = f"{whole:,}" + (f".{frac:06d}".rstrip("0") if frac else "")
+        assert last["now"] == f"{units} USDC ({held} base units)"
+        assert last["bars"] > 0  # keeper actions and verdicts were drawn too
