@@ -14,15 +14,14 @@ import asyncio
 import sqlite3
 from typing import Protocol
 
-import structlog
-
 from keeper.domain.tokens import DECIMALS_CALL, SYMBOL_CALL, decode_decimals, decode_symbol
+from keeper.obs.logging import get_logger
 from keeper.rpc.errors import ExecutionRevertedError
 from keeper.store.tokens import TokenMeta, save_token_meta, tokens_to_read
 
 __all__ = ["read_new_tokens", "read_token"]
 
-log = structlog.get_logger("keeper.sync.tokens")
+log = get_logger(__name__)
 
 
 class Caller(Protocol):
