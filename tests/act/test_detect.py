@@ -29,24 +29,35 @@ async def test_each_devnet_shape_is_detected(escrows: Escrows, rpc: RpcClient) -
     assert found == {
         "commerce": ("AgenticCommerce", "detected", False),
         "legacy_commerce": ("LegacyACP", "detected", False),
-        "taskmarket": ("TaskMarketPre7", "detected", False),
-        "taskmarket_strict": ("TaskMarketPre7", "detected", False),
+        "taskmarket": ("TaskMarket", "detected", True),
+        "taskmarket_legacy": ("TaskMarketPre7", "detected", False),
     }
+    assert book.detections[escrows.d.taskmarket].revision == 21
 
 
 async def test_pinned_dialect_confirmed(escrows: Escrows, rpc: RpcClient) -> None:
     """A pin the contract answers is kept, and says so."""
-    d = await detect(rpc, _contract("tm", T, escrows.d.taskmarket, "TaskMarketPre7"))
+    d = await detect(rpc, _contract("tm", T, escrows.d.taskmarket_legacy, "TaskMarketPre7"))
     assert (d.dialect, d.source) == ("TaskMarketPre7", "pinned")
+    d = await detect(rpc, _contract("dm", T, escrows.d.taskmarket, "TaskMarket"))
+    assert (d.dialect, d.source, d.reason) == (
+        "TaskMarket",
+        "pinned",
+        "pinned, confirmed by diamond loupe",
+    )
 
 
 async def test_wrong_pin_fails_naming_it(escrows: Escrows, rpc: RpcClient) -> None:
     """A pin the contract does not answer is a start-up error naming the pin and the call."""
     with pytest.raises(DialectMismatchError) as err:
-        await detect(rpc, _contract("tm", T, escrows.d.taskmarket, "TaskMarket"))
+        await detect(rpc, _contract("tm", T, escrows.d.taskmarket_legacy, "TaskMarket"))
     text = str(err.value)
     assert "'TaskMarket'" in text and "contracts 'tm'" in text
     assert "refundExpired(bytes32,uint256) (3e91a36b) not answered" in text
+    with pytest.raises(DialectMismatchError) as err:  # the diamond routes the rev-7 refund
+        await detect(rpc, _contract("dm", T, escrows.d.taskmarket, "TaskMarketPre7"))
+    assert "refundExpired(bytes32) (cc3e049b) not answered (diamond loupe)" not in str(err.value)
+    assert "'TaskMarketPre7'" in str(err.value) and "diamond loupe" in str(err.value)
     with pytest.raises(DialectMismatchError, match="'LegacyACP'"):
         await detect(rpc, _contract("c", E, escrows.d.commerce, "LegacyACP"))
 
