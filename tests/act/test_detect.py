@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import MakeKeeper
 from keeper_harness import Escrows, open_db
 from structlog.testing import capture_logs
 
@@ -84,3 +91,89 @@ async def test_undetermined_is_recorded_and_said_once(
         {"contract": "odd", "dialect": "undetermined", "source": "detected"},
     )
     assert sample == 1.0
+
+
+def _daemon_config(tmp_path: Path, escrows: Escrows, pin: str) -> Path:
+    d = escrows.d
+    path = tmp_path / "pinned.toml"
+    path.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\npoll_interval = 0.2\n\n[database]\npath = "{tmp_path / "p.db"}"\n\n'
+        f"[api]\nenabled = false\n\n"
+        f'[[contracts]]\nname = "tm"\nprotocol = "taskmarket"\naddress = "{d.taskmarket}"\n'
+        f'dialect = "{pin}"\n\n'
+        f'[[contracts]]\nname = "old"\nprotocol = "taskmarket"\naddress = "{d.taskmarket_legacy}"\n'
+    )
+    return path
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEPER_")}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def test_daemon_refuses_a_wrong_pin_at_start_up(escrows: Escrows, tmp_path: Path) -> None:
+    """`keeper run` with a pin the diamond does not answer exits 1 naming pin and contract."""
+    config = _daemon_config(tmp_path, escrows, "TaskMarketPre7")
+    proc = subprocess.run(
+        [sys.executable, "-m", "keeper", "run", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "pinned dialect 'TaskMarketPre7'" in proc.stderr
+    assert "contracts 'tm'" in proc.stderr
+
+
+def test_daemon_records_dialects_for_status(escrows: Escrows, tmp_path: Path) -> None:
+    """A daemon that started (pin confirmed, the other detected) leaves them for `keeper status`."""
+    config = _daemon_config(tmp_path, escrows, "TaskMarket")
+    cmd = [sys.executable, "-m", "keeper"]
+    daemon = subprocess.Popen(
+        [*cmd, "run", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        rows: list[dict[str, object]] = []
+        while time.monotonic() < deadline and len(rows) < 2:
+            time.sleep(0.3)
+            status = subprocess.run(
+                [*cmd, "status", "--config", str(config), "--json"],
+                capture_output=True, text=True, timeout=30, env=_env(),
+            )  # fmt: skip
+            if status.returncode == 0:
+                rows = json.loads(status.stdout)["dialects"]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+    found = {r["name"]: (r["dialect"], r["source"], r["diamond"], r["revision"]) for r in rows}
+    assert found == {
+        "tm": ("TaskMarket", "pinned", True, 21),
+        "old": ("TaskMarketPre7", "detected", False, None),
+    }
+    text = subprocess.run(
+        [*cmd, "status", "--config", str(config)], capture_output=True, text=True, env=_env()
+    ).stdout
+    assert "dialect tm: TaskMarket [pinned]" in text
+
+
+async def test_keeper_leaves_an_undetermined_contract_alone(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """Jobs due on a contract whose dialect nobody could determine: nothing is simulated or
+    sent for it, and the metric says why."""
+    metrics = Metrics(contract_names={escrows.d.commerce: "commerce"})
+    keeper = make_keeper(metrics=metrics)
+    # the ERC-8183 escrow configured as a task market: no task-market dialect fits it
+    keeper.contracts = (_contract("commerce", T, escrows.d.commerce),)
+    expiry = escrows.now() + 100
+    ids = escrows.funded_jobs(2, expiry)
+    escrows.control.mine_at(expiry)
+    head = await rpc.get_block("latest")
+    assert head is not None
+    summary = await keeper.tick(head, escrows.jobs(ids), [])
+    assert summary.planned == 0 and summary.sent == 0
+    assert keeper.store.all_intents() == []
+    labels = {"contract": "commerce", "dialect": "undetermined", "source": "detected"}
+    assert metrics.registry.get_sample_value("keeper_contract_dialect", labels) == 1.0
