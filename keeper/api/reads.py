@@ -293,10 +293,7 @@ class ApiReads:
                 backlog[str(row["action"])] = backlog.get(str(row["action"]), 0) + int(row["n"])
             elif row["outcome"] is not None:
                 outcomes[str(row["outcome"])] = outcomes.get(str(row["outcome"]), 0) + int(row["n"])
-        dialects: list[dict[str, Any]] = []
-        if self.chain_id is not None:
-            chain = self.chain_id
-            dialects = self._tolerant(lambda: load_dialects(conn, chain), [])
+        dialects = [] if self.chain_id is None else load_dialects(conn, self.chain_id)
         return {
             "cursor": cursor,
             "dialects": {d["contract"]: d for d in dialects},

@@ -39,9 +39,15 @@ def record_dialects(
 
 
 def load_dialects(conn: sqlite3.Connection, chain_id: int) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        f"SELECT {_COLS} FROM keeper_dialects WHERE chain_id = ? ORDER BY name", (chain_id,)
-    ).fetchall()
+    """The last start-up's detections; none on a database not yet migrated to keep them."""
+    try:
+        rows = conn.execute(
+            f"SELECT {_COLS} FROM keeper_dialects WHERE chain_id = ? ORDER BY name", (chain_id,)
+        ).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
     keys = _COLS.split(", ")
     out = []
     for r in rows:
