@@ -1,4 +1,8 @@
-"""Benchmark 3: 1,000 jobs expiring in one block, refunded by the keeper; batched vs single gas.
+"""Benchmark 3: 1,000 escrows expiring in one block, refunded by the keeper; batched vs single.
+
+Run twice: ERC-8183 jobs (``claimRefund(uint256)``) and tasks on the task market diamond
+(``refundExpired(bytes32,uint256)``, created through its trusted forwarder as on the
+deployed revision 21), each in the dialect the keeper detects at start-up.
 
 The same chain state is replayed twice from an anvil snapshot: once with
 Multicall3 batching (``batch_size`` refunds per transaction), once with one
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +28,32 @@ from keeper.app import build_rpc, sync_settings, watched
 from keeper.config import load_config
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment, deploy_all
+from keeper.domain.taskmodes import CLAIM
 from keeper.store.db import connect
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
 from keeper.store.states import live_jobs, live_tasks
 from keeper.sync.indexer import Indexer
+
+
+@dataclass(frozen=True)
+class Escrow:
+    """What one run refunds: the contract, its table and the log that proves a refund."""
+
+    kind: str  # "jobs" or "tasks"
+    contract: str
+    protocol: str
+    refund_event: str
+    refund_topic: str  # topic0 prefix of refund_event
+
+
+def job_escrow(d: Deployment) -> Escrow:
+    return Escrow("jobs", d.commerce, "erc8183", "Refunded", "0x7ca5472b")
+
+
+def task_escrow(d: Deployment) -> Escrow:
+    return Escrow("tasks", d.taskmarket, "taskmarket", "TaskExpired", "0xe4ec5a16")
+
 
 CLIENT_KEY = DEV_KEYS[1]
 KEEPER_KEY = DEV_KEYS[7]
@@ -70,10 +96,61 @@ def funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:
         chain.set_automine(True)
 
 
-def keeper_gas(url: str, keeper_address: str, first: int, last: int) -> tuple[int, int, int]:
+_CREATE_TASK = (
+    "createTask((uint256,uint256,bytes4,uint256,uint256,bytes4),(bool,uint16),(address[],bytes),"
+    "(bytes32,string,bytes32[]),(address,uint256,uint16,uint32,uint32,address))"
+)
+
+
+def expiring_tasks(url: str, d: Deployment, n: int, expired_at: int) -> None:
+    """``n`` Claim tasks on the diamond sharing one expiryTime, 200 per mined block.
+
+    Each block's timestamp is set first, so every task's duration lands it on
+    ``expired_at`` exactly.
+    """
+    chain = ChainControl(url)
+    deployer, client = Sender(url, DEV_KEYS[0]), Sender(url, CLIENT_KEY)
+    wait_receipts(url, [
+        deployer.send(d.usdc, calldata("mint(address,uint256)", ["address", "uint256"],
+                                       [client.address, BUDGET * n]), 200_000),
+        client.send(d.usdc, calldata("approve(address,uint256)", ["address", "uint256"],
+                                     [d.taskmarket, BUDGET * n]), 200_000),
+    ])  # fmt: skip
+    zero = "0x" + "00" * 20
+    chain.set_automine(False)
+    try:
+        for start in range(0, n, 200):
+            at = chain.timestamp() + 1
+            inner = calldata(_CREATE_TASK, _split_types(_CREATE_TASK), [
+                (BUDGET, expired_at - at, bytes.fromhex(CLAIM[2:]), 0, 0, b"\0" * 4),
+                (False, 0), ([], b""), (b"\0" * 32, "", []), (zero, 0, 0, 0, 0, zero),
+            ])  # fmt: skip
+            relay = calldata("forward(address,bytes)", ["address", "bytes"],
+                             [d.taskmarket, bytes.fromhex(inner[2:])])  # fmt: skip
+            hashes = [client.send(d.taskmarket_forwarder, relay, 400_000)
+                      for _ in range(min(200, n - start))]  # fmt: skip
+            chain.mine_at(at)
+            wait_receipts(url, hashes)
+    finally:
+        chain.set_automine(True)
+
+
+def _split_types(signature: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in signature[signature.index("(") + 1 : -1]:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur] if cur else out
+
+
+def keeper_gas(url: str, keeper_address: str, first: int, last: int,
+               refunded: str) -> tuple[int, int, int]:  # fmt: skip
     """(transactions, total gas, refunds) the keeper got mined in blocks first..last."""
     txs = gas = refunds = 0
-    refunded = "0x" + "7ca5472b"  # topic0 prefix of Refunded(uint256,address,uint256)
     for n in range(first, last + 1):
         block = rpc_call(url, "eth_getBlockByNumber", [hex(n), True])
         for tx in block["transactions"]:
@@ -86,12 +163,14 @@ def keeper_gas(url: str, keeper_address: str, first: int, last: int) -> tuple[in
     return txs, gas, refunds
 
 
-async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
+async def run_mode(url: str, d: Deployment, escrow: Escrow, n: int, expired_at: int, work: Path,
                    multicall: str | None, batch_size: int) -> dict[str, Any]:  # fmt: skip
-    """Index, cross the deadline, and tick the keeper until every job is expired in the index."""
+    """Index, cross the deadline, and tick the keeper until every escrow is expired in the
+    index."""
     chain = ChainControl(url)
-    name = "batched" if multicall else "single"
-    cfg = load_config(write_config(work, name, url, d, [("commerce", "erc8183", d.commerce)]))
+    name = f"{escrow.kind}-{'batched' if multicall else 'single'}"
+    cfg = load_config(write_config(work, name, url, d,
+                                   [("escrow", escrow.protocol, escrow.contract)]))  # fmt: skip
     conn = connect(cfg.database.path)
     migrate(conn)
     rpc = build_rpc(cfg, None)
@@ -100,6 +179,7 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
         settings=KeeperSettings(max_fee_cap=100 * 10**9, confirmations=1, min_balance_wei=10**15,
                                 multicall=multicall, batch_size=batch_size),
         chain_id=cfg.chain.chain_id, rpc=rpc, db=conn, signer=Signer(KEEPER_KEY),
+        contracts=cfg.contracts,
     )  # fmt: skip
     try:
         await indexer.backfill()
@@ -117,8 +197,8 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
             assert head is not None
             if indexer.start_cursor() >= head.number:
                 expired = conn.execute(
-                    "SELECT count(*) FROM jobs WHERE contract = ? AND status = 'expired'",
-                    (d.commerce,),
+                    f"SELECT count(*) FROM {escrow.kind} WHERE contract = ? AND status = 'expired'",
+                    (escrow.contract,),
                 ).fetchone()[0]
                 if expired == n:
                     done_at = time.perf_counter() - t0
@@ -129,15 +209,17 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
             await asyncio.sleep(0.05)
         chain.call("evm_setIntervalMining", 0)
         if done_at is None:
-            raise RuntimeError(f"{name}: not every job was refunded within 120 s")
+            raise RuntimeError(f"{name}: not every escrow was refunded within 120 s")
         last_refund = conn.execute(
-            "SELECT max(block_number) FROM events WHERE contract = ? AND name = 'Refunded'",
-            (d.commerce,),
+            "SELECT max(block_number) FROM events WHERE contract = ? AND name = ?",
+            (escrow.contract, escrow.refund_event),
         ).fetchone()[0]
         txs, gas, refunds = keeper_gas(url, keeper.address.lower(), deadline_block + 1,
-                                       last_refund)  # fmt: skip
+                                       last_refund, escrow.refund_topic)  # fmt: skip
         if refunds != n:
-            raise RuntimeError(f"{name}: {refunds} Refunded logs from the keeper, expected {n}")
+            raise RuntimeError(
+                f"{name}: {refunds} {escrow.refund_event} logs from the keeper, expected {n}"
+            )
         return {
             "deadline_block": deadline_block,
             "last_refund_block": last_refund,
@@ -153,27 +235,35 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
         conn.close()
 
 
-def bench_keeper(n: int, mode: str, batch_size: int = 50) -> Result:
-    res = Result("keeper", mode)
+def bench_keeper(n: int, mode: str, batch_size: int = 50, *, kind: str = "jobs") -> Result:
+    """``kind`` "jobs": ERC-8183 claimRefund; "tasks": the diamond's refundExpired."""
+    res = Result("keeper" if kind == "jobs" else "keeper_tasks", mode)
     with AnvilProcess() as node, tempfile.TemporaryDirectory(prefix="bench-keep-") as tmp:
         d = deploy_all(node.url)
         chain = ChainControl(node.url)
         expired_at = chain.timestamp() + 3600
-        funded_jobs(node.url, d, n, expired_at)
+        if kind == "jobs":
+            funded_jobs(node.url, d, n, expired_at)
+            escrow = job_escrow(d)
+        else:
+            expiring_tasks(node.url, d, n, expired_at)
+            escrow = task_escrow(d)
         snap = chain.snapshot()
-        batched = asyncio.run(run_mode(node.url, d, n, expired_at, Path(tmp), d.multicall,
+        batched = asyncio.run(run_mode(node.url, d, escrow, n, expired_at, Path(tmp), d.multicall,
                                        batch_size))  # fmt: skip
         chain.revert(snap)
         chain.set_automine(True)
-        single = asyncio.run(run_mode(node.url, d, n, expired_at, Path(tmp), None, batch_size))
-    res.details = {"jobs": n, "batch_size": batch_size, "block_time_s": BLOCK_TIME,
-                   "batched": batched, "single": single}  # fmt: skip
-    res.add(f"blocks until {n:,} refunds, batched", batched["blocks"], "blocks", 3, higher=False)
-    res.add(f"seconds until {n:,} refunds indexed, batched", batched["seconds"], "s")
+        single = asyncio.run(run_mode(node.url, d, escrow, n, expired_at, Path(tmp), None,
+                                      batch_size))  # fmt: skip
+    res.details = {"escrows": kind, "count": n, "batch_size": batch_size,
+                   "block_time_s": BLOCK_TIME, "batched": batched, "single": single}  # fmt: skip
+    what = "refunds" if kind == "jobs" else "task refunds"
+    res.add(f"blocks until {n:,} {what}, batched", batched["blocks"], "blocks", 3, higher=False)
+    res.add(f"seconds until {n:,} {what} indexed, batched", batched["seconds"], "s")
     # one transaction per refund is the comparison for gas; the latency target is the
     # keeper's configured (batched) mode
-    res.add(f"blocks until {n:,} refunds, single txs", single["blocks"], "blocks")
-    res.add(f"seconds until {n:,} refunds indexed, single", single["seconds"], "s")
+    res.add(f"blocks until {n:,} {what}, single txs", single["blocks"], "blocks")
+    res.add(f"seconds until {n:,} {what} indexed, single", single["seconds"], "s")
     res.add("gas per refund, batched", batched["gas_per_refund"], "gas")
     res.add("gas per refund, single", single["gas_per_refund"], "gas")
     res.add("batched gas / single gas", batched["gas_per_refund"] / single["gas_per_refund"],

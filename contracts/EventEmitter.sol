@@ -38,7 +38,39 @@ contract EventEmitter {
     event EvaluatorFeePaid(uint256 indexed jobId, address indexed evaluator, uint256 amount);
     event Refunded(uint256 indexed jobId, address indexed client, uint256 amount);
 
-    // ----- task market, current -----
+    // ----- task market, revision 14 and later -----
+    event TaskCreated(
+        bytes32 indexed taskId,
+        address indexed requester,
+        uint256 reward,
+        bytes4 indexed mode,
+        uint256 expiryTime,
+        bool stakeRequired,
+        uint16 stakeBps
+    );
+    event TaskUpdated(bytes32 indexed taskId, uint256 newReward, uint256 newExpiryTime);
+    event SubmissionRejected(bytes32 indexed taskId, address indexed worker);
+    event StakeForfeited(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount);
+    event StakeReturned(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount);
+    event TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating, uint256 raterAgentId);
+    event RequesterReputation(bytes32 indexed taskId, address indexed requester, bytes32 event_, uint256 reward, uint32 submissionCount, bool selfAward);
+    event SelfAward(bytes32 indexed taskId, address indexed requester, address indexed worker);
+    event BidSubmitted(bytes32 indexed taskId, address indexed worker, uint256 price);
+    event AuctionAccepted(bytes32 indexed taskId, address indexed worker, uint256 acceptedPrice);
+    event PitchSubmitted(bytes32 indexed taskId, address indexed worker, bytes32 pitchHash);
+    event ProofSubmitted(bytes32 indexed taskId, address indexed worker, bytes32 proofHash, bytes32 proofType, uint256 metricValue);
+    event HookRegistered(bytes32 indexed taskId, address hookContract);
+    event HookCallFailed(address indexed hook);
+    event ForwarderUpdated(address indexed forwarder, bool trusted);
+    event Paused(address account);
+    event Unpaused(address account);
+    event FeesUpdated(uint16 feeBps);
+    event FeeRecipientUpdated(address recipient);
+    event ReputationRegistryUpdated(address registry);
+    event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
+    // recognised by topic0 only (dynamic parameters)
+    event DefaultHooksSet(address[] hooks);
+    // ----- task market, before revision 14 -----
     event TaskCreated(
         bytes32 indexed taskId,
         address indexed requester,
@@ -170,9 +202,105 @@ contract EventEmitter {
         address requester,
         uint256 reward,
         bytes4 mode,
+        uint256 expiryTime,
+        bool stakeRequired,
+        uint16 stakeBps
+    ) external {
+        emit TaskCreated(taskId, requester, reward, mode, expiryTime, stakeRequired, stakeBps);
+    }
+
+    function emitPre14TaskCreated(
+        bytes32 taskId,
+        address requester,
+        uint256 reward,
+        bytes4 mode,
         uint256 expiryTime
     ) external {
         emit TaskCreated(taskId, requester, reward, mode, expiryTime);
+    }
+
+    function emitTaskUpdated(bytes32 taskId, uint256 newReward, uint256 newExpiryTime) external {
+        emit TaskUpdated(taskId, newReward, newExpiryTime);
+    }
+
+    function emitSubmissionRejected(bytes32 taskId, address worker) external {
+        emit SubmissionRejected(taskId, worker);
+    }
+
+    function emitStakeForfeited(bytes32 taskId, address worker, uint256 stakeAmount) external {
+        emit StakeForfeited(taskId, worker, stakeAmount);
+    }
+
+    function emitStakeReturned(bytes32 taskId, address worker, uint256 stakeAmount) external {
+        emit StakeReturned(taskId, worker, stakeAmount);
+    }
+
+    function emitTaskRated(bytes32 taskId, address worker, uint8 rating, uint256 raterAgentId) external {
+        emit TaskRated(taskId, worker, rating, raterAgentId);
+    }
+
+    function emitRequesterReputation(bytes32 taskId, address requester, bytes32 event_, uint256 reward, uint32 submissionCount, bool selfAward) external {
+        emit RequesterReputation(taskId, requester, event_, reward, submissionCount, selfAward);
+    }
+
+    function emitSelfAward(bytes32 taskId, address requester, address worker) external {
+        emit SelfAward(taskId, requester, worker);
+    }
+
+    function emitBidSubmitted(bytes32 taskId, address worker, uint256 price) external {
+        emit BidSubmitted(taskId, worker, price);
+    }
+
+    function emitAuctionAccepted(bytes32 taskId, address worker, uint256 acceptedPrice) external {
+        emit AuctionAccepted(taskId, worker, acceptedPrice);
+    }
+
+    function emitPitchSubmitted(bytes32 taskId, address worker, bytes32 pitchHash) external {
+        emit PitchSubmitted(taskId, worker, pitchHash);
+    }
+
+    function emitProofSubmitted(bytes32 taskId, address worker, bytes32 proofHash, bytes32 proofType, uint256 metricValue) external {
+        emit ProofSubmitted(taskId, worker, proofHash, proofType, metricValue);
+    }
+
+    function emitHookRegistered(bytes32 taskId, address hookContract) external {
+        emit HookRegistered(taskId, hookContract);
+    }
+
+    function emitHookCallFailed(address hook) external {
+        emit HookCallFailed(hook);
+    }
+
+    function emitForwarderUpdated(address forwarder, bool trusted) external {
+        emit ForwarderUpdated(forwarder, trusted);
+    }
+
+    function emitPaused(address account) external {
+        emit Paused(account);
+    }
+
+    function emitUnpaused(address account) external {
+        emit Unpaused(account);
+    }
+
+    function emitFeesUpdated(uint16 feeBps) external {
+        emit FeesUpdated(feeBps);
+    }
+
+    function emitFeeRecipientUpdated(address recipient) external {
+        emit FeeRecipientUpdated(recipient);
+    }
+
+    function emitReputationRegistryUpdated(address registry) external {
+        emit ReputationRegistryUpdated(registry);
+    }
+
+    function emitOwnershipTransferred(address previousOwner, address newOwner) external {
+        emit OwnershipTransferred(previousOwner, newOwner);
+    }
+
+    function emitDefaultHooksSet(address[] calldata hooks) external {
+        emit DefaultHooksSet(hooks);
     }
 
     function emitOlderTaskCreated(
@@ -329,7 +457,7 @@ contract EventEmitter {
         }
     }
 
-    /// TaskCreated (current shape) for taskId = keccak256(abi.encode(seed, i)), i < count.
+    /// TaskCreated (pre-revision-14 shape) for taskId = keccak256(abi.encode(seed, i)), i < count.
     function emitTaskCreatedBatch(
         bytes32 seed,
         uint256 count,

@@ -33,6 +33,7 @@ from keeper.domain.model import VerdictType
 from keeper.store import queries
 from keeper.store import verifications as vstore
 from keeper.store.db import connect
+from keeper.store.dialects import load_dialects
 
 __all__ = ["JOB_FIELDS", "TASK_FIELDS", "ApiReads", "Page"]
 
@@ -319,8 +320,10 @@ class ApiReads:
                 backlog[str(row["action"])] = backlog.get(str(row["action"]), 0) + int(row["n"])
             elif row["outcome"] is not None:
                 outcomes[str(row["outcome"])] = outcomes.get(str(row["outcome"]), 0) + int(row["n"])
+        dialects = [] if self.chain_id is None else load_dialects(conn, self.chain_id)
         return {
             "cursor": cursor,
+            "dialects": {d["contract"]: d for d in dialects},
             "indexed_block_timestamp": indexed_timestamp,
             "counts": counts,
             "keeper_backlog": backlog,

@@ -11,15 +11,20 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["ARTIFACT_NAMES", "load_abi", "load_artifact"]
+__all__ = ["ARTIFACT_NAMES", "load_abi", "load_artifact", "taskmarket_abi"]
 
 ARTIFACT_NAMES: tuple[str, ...] = (
     "AgenticCommerce",
     "EventEmitter",
     "LegacyAgenticCommerce",
+    "LegacyTaskMarket",
     "MockUSDC",
     "Multicall3",
     "TaskMarket",
+    "TaskMarketCoreFacet",
+    "TaskMarketEvaluatorFacet",
+    "TaskMarketForwarder",
+    "TaskMarketViewFacet",
 )
 
 Abi = list[dict[str, Any]]
@@ -45,3 +50,22 @@ def load_artifact(name: str) -> tuple[Abi, str]:
 def load_abi(name: str) -> Abi:
     """Return the ABI of contract ``name``."""
     return load_artifact(name)[0]
+
+
+def taskmarket_abi() -> Abi:
+    """The task market diamond as callers see it: its own functions plus every facet's.
+
+    The facets share their events and errors (one base contract), so each appears once.
+    """
+    out: Abi = []
+    seen: set[str] = set()
+    for name in ("TaskMarket", "TaskMarketCoreFacet", "TaskMarketEvaluatorFacet",
+                 "TaskMarketViewFacet"):  # fmt: skip
+        for item in load_abi(name):
+            if item.get("type") == "constructor":
+                continue
+            key = json.dumps(item, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(item)
+    return out

@@ -11,16 +11,21 @@ from typing import Any, cast
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
+from eth_typing import ABIFunction
+from eth_utils.abi import function_abi_to_4byte_selector
 from web3 import Web3
 from web3.contract.contract import ContractFunction
 from web3.types import Nonce, TxParams, TxReceipt, Wei
 
+from keeper.config import ContractConfig
 from keeper.devnet.anvil import DEV_KEYS
 from keeper.devnet.contracts import load_artifact
+from keeper.domain.model import Protocol
 
 __all__ = [
     "EVALUATOR_FEE_BPS",
     "PLATFORM_FEE_BPS",
+    "TASKMARKET_FACETS",
     "TASK_PLATFORM_FEE_BPS",
     "TREASURY_KEY",
     "Deployment",
@@ -28,6 +33,8 @@ __all__ = [
     "connect",
     "deploy_all",
     "deploy_contract",
+    "deploy_taskmarket",
+    "facet_selectors",
     "send_call",
     "send_tx",
 ]
@@ -59,7 +66,8 @@ class Deployment:
     commerce: str
     legacy_commerce: str
     taskmarket: str
-    taskmarket_strict: str
+    taskmarket_forwarder: str
+    taskmarket_legacy: str
     multicall: str
     emitter: str
     treasury: str
@@ -67,6 +75,22 @@ class Deployment:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def escrows(self) -> tuple[tuple[str, Protocol, str], ...]:
+        """(name, protocol, address) of every escrow the daemon follows on this devnet."""
+        return (
+            ("commerce", Protocol.ERC8183, self.commerce),
+            ("legacy_commerce", Protocol.ERC8183, self.legacy_commerce),
+            ("taskmarket", Protocol.TASKMARKET, self.taskmarket),
+            ("taskmarket_legacy", Protocol.TASKMARKET, self.taskmarket_legacy),
+        )
+
+    def contract_configs(self) -> tuple[ContractConfig, ...]:
+        """The escrows as ``[[contracts]]`` entries (the keeper detects their dialects)."""
+        return tuple(
+            ContractConfig(name, protocol, address, self.start_block)
+            for name, protocol, address in self.escrows()
+        )
 
 
 def connect(rpc_url: str) -> Web3:
@@ -164,11 +188,54 @@ def deploy_contract(w3: Web3, key: str, name: str, *args: Any) -> str:
     return str(address).lower()
 
 
-def deploy_all(rpc_url: str, *, requester_only_timeout: bool = False) -> Deployment:
+TASKMARKET_FACETS: tuple[str, ...] = (
+    "TaskMarketCoreFacet",
+    "TaskMarketEvaluatorFacet",
+    "TaskMarketViewFacet",
+)
+
+
+def facet_selectors(name: str) -> list[bytes]:
+    """The 4-byte selectors of every function a facet artifact declares."""
+    abi, _ = load_artifact(name)
+    functions = [cast(ABIFunction, f) for f in abi if f.get("type") == "function"]
+    return [function_abi_to_4byte_selector(f) for f in functions]
+
+
+def deploy_taskmarket(w3: Web3, treasury: str, usdc: str) -> tuple[str, str]:
+    """The task market diamond (facets routed at construction) and its trusted forwarder.
+
+    Returns (diamond, forwarder); the forwarder is registered with ``addForwarder``.
+    """
+    owner = _account(DEPLOYER_KEY).address
+    facets = [deploy_contract(w3, DEPLOYER_KEY, f) for f in TASKMARKET_FACETS]
+    selectors = [facet_selectors(f) for f in TASKMARKET_FACETS]
+    diamond = deploy_contract(
+        w3,
+        DEPLOYER_KEY,
+        "TaskMarket",
+        owner,
+        usdc,
+        treasury,
+        TASK_PLATFORM_FEE_BPS,
+        [Web3.to_checksum_address(f) for f in facets],
+        selectors,
+    )
+    forwarder = deploy_contract(w3, DEPLOYER_KEY, "TaskMarketForwarder")
+    view = w3.eth.contract(
+        address=Web3.to_checksum_address(diamond), abi=load_artifact("TaskMarketViewFacet")[0]
+    )
+    send_call(w3, DEPLOYER_KEY, view.functions.addForwarder(Web3.to_checksum_address(forwarder)))
+    return diamond, forwarder
+
+
+def deploy_all(rpc_url: str) -> Deployment:
     """Deploy every devnet contract from DEV_KEYS[0].
 
-    ``taskmarket`` gets ``requester_only_timeout`` (anyone may call evaluatorTimeout unless
-    set); ``taskmarket_strict`` is always requester-only, so both behaviours exist on chain.
+    ``taskmarket`` is the diamond in the revision-21 shape (requester-only
+    evaluatorTimeout through ``taskmarket_forwarder``); ``taskmarket_legacy`` the
+    pre-revision-7 contract (five-argument TaskCreated, refundExpired(bytes32), anyone may
+    time an evaluator out), so both dialects and both event histories exist on chain.
     """
     w3 = connect(rpc_url)
     treasury = _account(TREASURY_KEY).address
@@ -187,17 +254,9 @@ def deploy_all(rpc_url: str, *, requester_only_timeout: bool = False) -> Deploym
         PLATFORM_FEE_BPS,
         EVALUATOR_FEE_BPS,
     )
-    taskmarket = deploy_contract(
-        w3,
-        DEPLOYER_KEY,
-        "TaskMarket",
-        usdc_cs,
-        treasury,
-        TASK_PLATFORM_FEE_BPS,
-        requester_only_timeout,
-    )
-    strict = deploy_contract(
-        w3, DEPLOYER_KEY, "TaskMarket", usdc_cs, treasury, TASK_PLATFORM_FEE_BPS, True
+    taskmarket, forwarder = deploy_taskmarket(w3, treasury, usdc_cs)
+    legacy_tm = deploy_contract(
+        w3, DEPLOYER_KEY, "LegacyTaskMarket", usdc_cs, treasury, TASK_PLATFORM_FEE_BPS, False
     )
     multicall = deploy_contract(w3, DEPLOYER_KEY, "Multicall3")
     emitter = deploy_contract(w3, DEPLOYER_KEY, "EventEmitter")
@@ -207,7 +266,8 @@ def deploy_all(rpc_url: str, *, requester_only_timeout: bool = False) -> Deploym
         commerce=commerce,
         legacy_commerce=legacy,
         taskmarket=taskmarket,
-        taskmarket_strict=strict,
+        taskmarket_forwarder=forwarder,
+        taskmarket_legacy=legacy_tm,
         multicall=multicall,
         emitter=emitter,
         treasury=treasury.lower(),

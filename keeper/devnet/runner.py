@@ -49,12 +49,6 @@ def render_config(
 
     The verdict source uses ``{contract}`` because job ids restart at 1 on each escrow.
     """
-    contracts = [
-        ("commerce", "erc8183", deployment.commerce),
-        ("legacy_commerce", "erc8183", deployment.legacy_commerce),
-        ("taskmarket", "taskmarket", deployment.taskmarket),
-        ("taskmarket_strict", "taskmarket", deployment.taskmarket_strict),
-    ]
     jobs_url = f"{evaluator_url}/v1/contracts/{{contract}}/jobs/{{jobId}}"
     content_url = f"{evaluator_url}/v1/content/{{hash}}"
     lines = [
@@ -69,12 +63,12 @@ def render_config(
         "[database]",
         f"path = {_toml_str(str(workdir / DATABASE_NAME))}",
     ]
-    for name, protocol, address in contracts:
+    for name, protocol, address in deployment.escrows():
         lines += [
             "",
             "[[contracts]]",
             f"name = {_toml_str(name)}",
-            f"protocol = {_toml_str(protocol)}",
+            f"protocol = {_toml_str(protocol.value)}",
             f"address = {_toml_str(address)}",
             f"start_block = {deployment.start_block}",
         ]

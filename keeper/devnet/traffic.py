@@ -31,7 +31,7 @@ from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from keeper.devnet.anvil import DEV_KEYS, ChainControl
-from keeper.devnet.contracts import load_abi
+from keeper.devnet.contracts import load_abi, taskmarket_abi
 from keeper.devnet.deploy import Deployment, TxFailed, connect, send_call
 from keeper.devnet.evaluator_service import (
     SchemaEvalFixtures,
@@ -40,6 +40,7 @@ from keeper.devnet.evaluator_service import (
     schemaeval_verdict,
     verdict_digest,
 )
+from keeper.domain.taskmodes import BOUNTY, CLAIM
 from keeper.obs.logging import get_logger
 
 __all__ = ["KEEPER_KEY", "SCENARIOS", "Roles", "Timing", "TrafficGenerator", "address_of"]
@@ -71,7 +72,10 @@ SCENARIOS: tuple[str, ...] = (
     "job_abandoned",
     "task_accept",
     "job_open_budget",
-    "task_timeout_strict",
+    "task_timeout_requester",
+    "task_update",
+    "legacy_task_expire",
+    "task_bounty",
 )
 
 
@@ -96,7 +100,7 @@ class Timing:
     job_ttl: int = 300
     task_ttl: int = 300
     evaluation_window: int = 120
-    appeal_window: int = 120
+    appeal_window: int = 300  # the diamond refuses less (rev 21 minimum)
     # on the requester-only market, how long after the evaluation deadline the requester
     # gets round to timing the evaluator out itself
     requester_patience: int = 240
@@ -142,8 +146,13 @@ class TrafficGenerator:
         self.usdc = self._contract("MockUSDC", deployment.usdc)
         self.commerce = self._contract("AgenticCommerce", deployment.commerce)
         self.legacy = self._contract("LegacyAgenticCommerce", deployment.legacy_commerce)
-        self.taskmarket = self._contract("TaskMarket", deployment.taskmarket)
-        self.strict = self._contract("TaskMarket", deployment.taskmarket_strict)
+        # the revision-21 diamond (every requester/worker call through the forwarder) and
+        # the pre-revision-7 contract (direct calls, the older event shapes)
+        self.taskmarket = self.w3.eth.contract(
+            address=Web3.to_checksum_address(deployment.taskmarket), abi=taskmarket_abi()
+        )
+        self.forwarder = self._contract("TaskMarketForwarder", deployment.taskmarket_forwarder)
+        self.legacy_tm = self._contract("LegacyTaskMarket", deployment.taskmarket_legacy)
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self._serial = itertools.count(1)
@@ -188,13 +197,21 @@ class TrafficGenerator:
         """Mint USDC to the client and approve every escrow once."""
         client = address_of(self.roles.client)
         self._send(DEV_KEYS[0], self.usdc.functions.mint(client, 10**9 * USDC))
-        for escrow in (self.commerce, self.legacy, self.taskmarket, self.strict):
+        for escrow in (self.commerce, self.legacy, self.taskmarket, self.legacy_tm):
             self._send(self.roles.client, self.usdc.functions.approve(escrow.address, 2**256 - 1))
         self._ready = True
         log.info("devnet.traffic.ready", client=client.lower())
 
     def _send(self, key: str, fn: ContractFunction) -> TxReceipt:
         return send_call(self.w3, key, fn)
+
+    def _act(self, key: str, fn: ContractFunction) -> TxReceipt:
+        """A party's call to a task market: through the trusted forwarder on the diamond
+        (its requester, worker and evaluator calls demand one), directly elsewhere."""
+        if fn.address != self.taskmarket.address:
+            return self._send(key, fn)
+        data = bytes.fromhex(fn._encode_transaction_data()[2:])
+        return self._send(key, self.forwarder.functions.forward(self.taskmarket.address, data))
 
     @staticmethod
     def _created_job(escrow: Contract, receipt: TxReceipt) -> int:
@@ -348,37 +365,56 @@ class TrafficGenerator:
 
     # ----- task market building blocks -----
 
-    def _new_task(self, market: Contract, *, evaluator: bool) -> tuple[bytes, int, int]:
-        """Create (and optionally give an evaluator to) a task; (id, reward, expiryTime)."""
+    def _new_task(
+        self, market: Contract, *, evaluator: bool, mode: str = CLAIM
+    ) -> tuple[bytes, int, int]:
+        """Create a task (with an evaluator, if told); (id, reward, expiryTime).
+
+        On the diamond the evaluator terms travel in createTask (EvaluatorAssigned is
+        emitted before TaskCreated) and the contract picks the id; the pre-7 contract takes
+        a caller-chosen id and a separate assignEvaluator.
+        """
         r = self.roles
         n = next(self._serial)
-        task = bytes.fromhex(keccak_hex(f"devnet-task-{market.address}-{n}".encode())[2:])
         reward = (20 + n % 50) * USDC
-        expiry = self.control.timestamp() + self.timing.task_ttl
-        mode = b"eval" if evaluator else b"bnty"
-        self._send(r.client, market.functions.createTask(task, reward, expiry, mode))
-        if evaluator:
-            self._send(
-                r.client,
-                market.functions.assignEvaluator(
-                    task,
-                    address_of(r.evaluator),
-                    EVALUATOR_STAKE,
-                    EVALUATOR_FEE_BPS,
-                    self.timing.evaluation_window,
-                    self.timing.appeal_window,
-                    address_of(r.resolver),
-                ),
+        terms = (
+            address_of(r.evaluator),
+            EVALUATOR_STAKE,
+            EVALUATOR_FEE_BPS,
+            self.timing.evaluation_window,
+            self.timing.appeal_window,
+            address_of(r.resolver),
+        )
+        if market is self.taskmarket:
+            no_terms = (ZERO_ADDRESS, 0, 0, 0, 0, ZERO_ADDRESS)
+            config = (reward, self.timing.task_ttl, bytes.fromhex(mode[2:]), 0, 0, b"\0" * 4)
+            fn = market.functions.createTask(
+                config, (False, 0), ([], b""), (b"\0" * 32, "", []),
+                terms if evaluator else no_terms,
+            )  # fmt: skip
+            (event,) = market.events.TaskCreated().process_receipt(
+                self._act(r.client, fn), errors=DISCARD
             )
+            return bytes(event["args"]["taskId"]), reward, int(event["args"]["expiryTime"])
+        task = bytes.fromhex(keccak_hex(f"devnet-task-{market.address}-{n}".encode())[2:])
+        expiry = self.control.timestamp() + self.timing.task_ttl
+        self._send(r.client, market.functions.createTask(task, reward, expiry, b"eval"))
+        if evaluator:
+            self._send(r.client, market.functions.assignEvaluator(task, *terms))
         return task, reward, expiry
 
-    def _work(self, market: Contract, task: bytes) -> int:
-        """The worker claims and submits; returns submittedAt."""
-        self._send(self.roles.worker, market.functions.claimTask(task))
+    def _work(self, market: Contract, task: bytes) -> tuple[bytes, int]:
+        """The worker claims and submits; returns (deliverable, submittedAt)."""
+        claim = (
+            market.functions.claimTask(task, 0)
+            if market is self.taskmarket
+            else market.functions.claimTask(task)
+        )
+        self._act(self.roles.worker, claim)
         content = self.fixtures.complete
         deliverable = bytes.fromhex(self.book.publish_content(content)[2:])
-        receipt = self._send(self.roles.worker, market.functions.submitWork(task, deliverable))
-        return self._block_time(receipt)
+        receipt = self._act(self.roles.worker, market.functions.submitWork(task, deliverable))
+        return deliverable, self._block_time(receipt)
 
     def _award(self, reward: int) -> list[tuple[str, int, int]]:
         fee = reward * EVALUATOR_FEE_BPS // 10_000
@@ -387,7 +423,17 @@ class TrafficGenerator:
     def _evaluate(self, market: Contract, task: bytes, verdict: int, awards: list[Any]) -> int:
         evidence = bytes.fromhex(keccak_hex(task + bytes([verdict]))[2:])
         fn = market.functions.evaluate(task, verdict, 90, 80, evidence, awards)
-        return self._block_time(self._send(self.roles.evaluator, fn))
+        return self._block_time(self._act(self.roles.evaluator, fn))
+
+    def _refund_task_later(self, market: Contract, task: bytes, at: int) -> None:
+        fn = (
+            market.functions.refundExpired(task, 0)
+            if market is self.taskmarket
+            else market.functions.refundExpired(task)
+        )
+        self._later(
+            at, "refund_expired", lambda: self._send(self.roles.fallback_keeper, fn), keeper=True
+        )
 
     # ----- task market scenarios -----
 
@@ -409,17 +455,17 @@ class TrafficGenerator:
         task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
         self._work(self.taskmarket, task)
         self._evaluate(self.taskmarket, task, 1, [])
-        self._send(self.roles.worker, self.taskmarket.functions.appeal(task))
-        self._send(
+        self._act(self.roles.worker, self.taskmarket.functions.appeal(task))
+        self._act(
             self.roles.resolver,
             self.taskmarket.functions.resolveDispute(task, 0, self._award(reward)),
         )
 
     def _task_timeout(self) -> None:
-        """The evaluator never answers; anyone may time it out after the window."""
-        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
-        submitted_at = self._work(self.taskmarket, task)
-        fn = self.taskmarket.functions.evaluatorTimeout(task)
+        """The evaluator never answers; on the pre-7 contract anyone may time it out."""
+        task, _, _ = self._new_task(self.legacy_tm, evaluator=True)
+        _, submitted_at = self._work(self.legacy_tm, task)
+        fn = self.legacy_tm.functions.evaluatorTimeout(task)
         self._later(
             submitted_at + self.timing.evaluation_window + 1,
             "evaluator_timeout",
@@ -427,29 +473,52 @@ class TrafficGenerator:
             keeper=True,
         )
 
-    def _task_timeout_strict(self) -> None:
-        """On the requester-only market the keeper is refused; the requester acts, late."""
-        task, _, _ = self._new_task(self.strict, evaluator=True)
-        submitted_at = self._work(self.strict, task)
-        fn = self.strict.functions.evaluatorTimeout(task)
+    def _task_timeout_requester(self) -> None:
+        """On the diamond only the requester (through the forwarder) may time the evaluator
+        out: the keeper is refused (not_permitted, once); the requester acts, late."""
+        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
+        _, submitted_at = self._work(self.taskmarket, task)
+        fn = self.taskmarket.functions.evaluatorTimeout(task)
         due = submitted_at + self.timing.evaluation_window + 1 + self.timing.requester_patience
         self._later(
-            due, "requester_timeout", lambda: self._send(self.roles.client, fn), keeper=False
+            due, "requester_timeout", lambda: self._act(self.roles.client, fn), keeper=False
         )
 
     def _task_expire(self) -> None:
         """Nobody claims it; refundable one second after expiryTime."""
         task, _, expiry = self._new_task(self.taskmarket, evaluator=False)
-        fn = self.taskmarket.functions.refundExpired(task)
-        self._later(
-            expiry + 1,
-            "refund_expired",
-            lambda: self._send(self.roles.fallback_keeper, fn),
-            keeper=True,
-        )
+        self._refund_task_later(self.taskmarket, task, expiry + 1)
+
+    def _legacy_task_expire(self) -> None:
+        """The same on the pre-7 contract: five-argument TaskCreated, refundExpired(bytes32)."""
+        task, _, expiry = self._new_task(self.legacy_tm, evaluator=False)
+        self._refund_task_later(self.legacy_tm, task, expiry + 1)
+
+    def _task_update(self) -> None:
+        """The requester raises the reward and moves the expiry out (TaskUpdated)."""
+        task, reward, expiry = self._new_task(self.taskmarket, evaluator=False)
+        later = expiry + self.timing.task_ttl
+        fn = self.taskmarket.functions.updateTask(task, reward + USDC, later, 0, 0)
+        self._act(self.roles.client, fn)
+        self._refund_task_later(self.taskmarket, task, later + 1)
+
+    def _task_bounty(self) -> None:
+        """A Bounty: two submissions keep it Open; the requester rejects one and accepts the
+        other (no refund is ever due while submissions are active)."""
+        task, _, _ = self._new_task(self.taskmarket, evaluator=False, mode=BOUNTY)
+        content = self.fixtures.complete
+        deliverable = bytes.fromhex(self.book.publish_content(content)[2:])
+        worker, other = address_of(self.roles.worker), address_of(self.roles.provider)
+        self._act(self.roles.worker, self.taskmarket.functions.submitWork(task, deliverable))
+        self._act(self.roles.provider, self.taskmarket.functions.submitWork(task, deliverable))
+        self._act(self.roles.client, self.taskmarket.functions.rejectSubmission(task, other))
+        fn = self.taskmarket.functions.acceptSubmission(task, worker, deliverable, 0)
+        self._act(self.roles.client, fn)
 
     def _task_accept(self) -> None:
         """No evaluator: the requester accepts the submission itself."""
         task, _, _ = self._new_task(self.taskmarket, evaluator=False)
-        self._work(self.taskmarket, task)
-        self._send(self.roles.client, self.taskmarket.functions.acceptSubmission(task))
+        deliverable, _ = self._work(self.taskmarket, task)
+        worker = address_of(self.roles.worker)
+        fn = self.taskmarket.functions.acceptSubmission(task, worker, deliverable, 0)
+        self._act(self.roles.client, fn)

@@ -31,6 +31,7 @@ from keeper.domain.model import ArgValue, Event, Log, Protocol
 
 __all__ = [
     "EVENTS",
+    "RECOGNISED_SHAPES",
     "SPECS",
     "EventSpec",
     "decode_log",
@@ -43,6 +44,8 @@ __all__ = [
 CURRENT: Final = "current"
 LEGACY: Final = "legacy"
 OLDER: Final = "older"
+PRE14: Final = "pre14"  # task market shapes replaced at revision 14
+RECOGNISED: Final = "recognised"  # known, not needed: kept with its name, not decoded
 UNKNOWN: Final = "unknown"
 
 Input = tuple[str, str, bool]  # (name, solidity type, indexed)
@@ -88,16 +91,26 @@ class EventSpec:
 
 
 def _spec(
-    protocol: Protocol, name: str, params: str, variant: str = CURRENT, subject: str = ""
+    protocol: Protocol,
+    name: str,
+    params: str,
+    variant: str = CURRENT,
+    subject: str = "",
+    *,
+    contract_level: bool = False,
 ) -> EventSpec:
-    """Build a spec from a compact ``"type name [indexed], ..."`` parameter list."""
+    """Build a spec from a compact ``"type name [indexed], ..."`` parameter list.
+
+    ``contract_level``: the event is about the contract (admin, forwarder, fees), not a
+    job or task: it gets no subject and moves no projection.
+    """
     inputs: list[Input] = []
     for part in params.split(","):
         words = part.split()
         indexed = len(words) == 3 and words[1] == "indexed"
         inputs.append((words[-1], words[0], indexed))
     signature = f"{name}({','.join(t for _, t, _ in inputs)})"
-    subject_arg = subject or inputs[0][0]
+    subject_arg = "" if contract_level else subject or inputs[0][0]
     return EventSpec(name, signature, variant, protocol, tuple(inputs), subject_arg)
 
 
@@ -128,13 +141,16 @@ SPECS: Final[tuple[EventSpec, ...]] = (
           "address indexed provider, address evaluator, uint256 expiredAt", LEGACY),
     _spec(_E, "ProviderSet", "uint256 indexed jobId, address indexed provider", LEGACY),
     _spec(_E, "BudgetSet", "uint256 indexed jobId, uint256 amount", LEGACY),
-    # Task market (ERC-8194 / ERC-8195) current reference
+    # Task market (ERC-8194 / ERC-8195) revision 21 diamond: the shapes the keeper needs
     _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
-          "uint256 reward, bytes4 indexed mode, uint256 expiryTime"),
+          "uint256 reward, bytes4 indexed mode, uint256 expiryTime, bool stakeRequired, "
+          "uint16 stakeBps"),
+    _spec(_T, "TaskUpdated", "bytes32 indexed taskId, uint256 newReward, uint256 newExpiryTime"),
     _spec(_T, "TaskClaimed", "bytes32 indexed taskId, address indexed worker, uint256 stakeAmount"),
     _spec(_T, "TaskWorkerSelected", "bytes32 indexed taskId, address indexed worker"),
     _spec(_T, "TaskSubmitted",
           "bytes32 indexed taskId, address indexed worker, bytes32 deliverable"),
+    _spec(_T, "SubmissionRejected", "bytes32 indexed taskId, address indexed worker"),
     _spec(_T, "EvaluatorAssigned",
           "bytes32 indexed taskId, address indexed evaluator, uint256 stakeAmount"),
     _spec(_T, "TaskEvaluated", "bytes32 indexed taskId, address indexed evaluator, "
@@ -150,12 +166,55 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _spec(_T, "TaskCancelled",
           "bytes32 indexed taskId, address indexed requester, uint256 refundAmount"),
     _spec(_T, "TaskReopened", "bytes32 indexed taskId"),
+    # Task market, known and not needed by the keeper (decoded, stored, no state change)
+    _spec(_T, "StakeForfeited",
+          "bytes32 indexed taskId, address indexed worker, uint256 stakeAmount"),
+    _spec(_T, "StakeReturned",
+          "bytes32 indexed taskId, address indexed worker, uint256 stakeAmount"),
+    _spec(_T, "TaskRated", "bytes32 indexed taskId, address indexed worker, uint8 rating, "
+          "uint256 raterAgentId"),
+    _spec(_T, "RequesterReputation", "bytes32 indexed taskId, address indexed requester, "
+          "bytes32 event_, uint256 reward, uint32 submissionCount, bool selfAward"),
+    _spec(_T, "SelfAward", "bytes32 indexed taskId, address indexed requester, "
+          "address indexed worker"),
+    _spec(_T, "BidSubmitted", "bytes32 indexed taskId, address indexed worker, uint256 price"),
+    _spec(_T, "AuctionAccepted",
+          "bytes32 indexed taskId, address indexed worker, uint256 acceptedPrice"),
+    _spec(_T, "PitchSubmitted",
+          "bytes32 indexed taskId, address indexed worker, bytes32 pitchHash"),
+    _spec(_T, "ProofSubmitted", "bytes32 indexed taskId, address indexed worker, "
+          "bytes32 proofHash, bytes32 proofType, uint256 metricValue"),
+    _spec(_T, "HookRegistered", "bytes32 indexed taskId, address hookContract"),
+    _spec(_T, "HookCallFailed", "address indexed hook", contract_level=True),
+    _spec(_T, "ForwarderUpdated", "address indexed forwarder, bool trusted",
+          contract_level=True),
+    _spec(_T, "Paused", "address account", contract_level=True),
+    _spec(_T, "Unpaused", "address account", contract_level=True),
+    _spec(_T, "FeesUpdated", "uint16 feeBps", contract_level=True),
+    _spec(_T, "FeeRecipientUpdated", "address recipient", contract_level=True),
+    _spec(_T, "ReputationRegistryUpdated", "address registry", contract_level=True),
+    _spec(_T, "OwnershipTransferred", "address indexed previousOwner, address indexed newOwner",
+          contract_level=True),
+    # Task market before revision 14 (TaskCreated gained stakeRequired, stakeBps)
+    _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
+          "uint256 reward, bytes4 indexed mode, uint256 expiryTime", PRE14),
     # Task market older shapes
     _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
           "uint256 reward, uint256 expiryTime, bytes4 mode", OLDER),
     _spec(_T, "TaskAccepted", "bytes32 indexed taskId, address indexed requester, "
           "address indexed worker, uint256 workerPayment, uint256 platformFee", OLDER),
 )  # fmt: skip
+
+# Known shapes with dynamic parameters the decoder does not slice: recognised by topic0
+# and kept with their name (no args, no subject), so keeper_unknown_events_total counts
+# only shapes never seen.
+RECOGNISED_SHAPES: Final[tuple[tuple[Protocol, str], ...]] = (
+    (_T, "DefaultHooksSet(address[])"),
+    (_T, "DiamondCut((address,uint8,bytes4[])[],address,bytes)"),
+)
+_RECOGNISED: Final[dict[str, tuple[Protocol, str]]] = {
+    topic0_of(sig): (p, sig[: sig.index("(")]) for p, sig in RECOGNISED_SHAPES
+}
 
 EVENTS: Final[Mapping[str, EventSpec]] = {s.topic0: s for s in SPECS}
 if len(EVENTS) != len(SPECS):  # pragma: no cover - a catalog typo, caught at import
@@ -308,6 +367,11 @@ def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
         topics = tuple(joined.lower().split("\x00"))
     found = _PLANS.get(topics[0])
     if found is None:
+        known = _RECOGNISED.get(topics[0])
+        if known is not None and known[0] is protocol:
+            return Event(
+                log.address, protocol, known[1], RECOGNISED, None, {}, log, block_timestamp
+            )
         return unknown_event(log, protocol, block_timestamp)
     spec, plan = found
     data = log.data
@@ -325,7 +389,7 @@ def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
             return unknown_event(log, protocol, block_timestamp)
         args[name] = value
     # job ids are ints -> decimal strings; task ids are already 0x hex strings
-    subject = str(args[spec.subject_arg])
+    subject = str(args[spec.subject_arg]) if spec.subject_arg else None
     return Event(
         log.address, protocol, spec.name, spec.variant, subject, args, log, block_timestamp
     )

@@ -20,6 +20,7 @@ from typing import TypeAlias
 
 from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.sharding import is_mine
+from keeper.domain.taskmodes import CONTEST_MODES
 
 __all__ = [
     "EVALUATION_GRACE_PERIOD",
@@ -56,6 +57,9 @@ class ReportKind(StrEnum):
     OPEN_JOB_WITH_BUDGET_EXPIRED = "open_job_with_budget_expired"
     # only the dispute resolver can move it; the escrow waits on a person
     DISPUTED_PAST_EXPIRY = "disputed_past_expiry"
+    # a Bounty/Benchmark with active submissions: the requester must accept or reject
+    # them; the contract refuses the refund (SubmissionsExist) and so do we
+    SUBMISSIONS_PENDING_PAST_EXPIRY = "submissions_pending_past_expiry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +111,8 @@ class PlanResult:
 
 
 # Statuses from which the task market's refundExpired refunds the requester
-# (the contract accepts any status but Accepted/Cancelled/Expired). Appealing is
+# (the contract accepts any status but Accepted/Cancelled/Expired; before revision 16
+# it even paid an Expired task again, out of other tasks' escrow). Appealing is
 # left to finalizeVerdict: a refund there would override an APPROVE verdict.
 # Disputed is left to the dispute resolver: its expiry usually passes with the
 # appeal deadline, so refunding would void every appeal the moment it is made.
@@ -185,9 +190,16 @@ def plan_task(task: TaskState, now: int, denied: Denied = ()) -> Action | Report
             ReportKind.DISPUTED_PAST_EXPIRY,
             f"expiryTime={task.expiry_time}",
         )
-    if status in _REFUNDABLE_TASK:
-        return _task_action(task, ActionKind.REFUND_EXPIRED, task.expiry_time + 1)
-    return None
+    if status not in _REFUNDABLE_TASK:
+        return None
+    if task.mode in CONTEST_MODES and int(task.extra.get("active_submissions", "0")) > 0:
+        return Report(
+            task.contract,
+            task.task_id,
+            ReportKind.SUBMISSIONS_PENDING_PAST_EXPIRY,
+            f"active_submissions={task.extra['active_submissions']} expiryTime={task.expiry_time}",
+        )
+    return _task_action(task, ActionKind.REFUND_EXPIRED, task.expiry_time + 1)
 
 
 def _task_action(task: TaskState, kind: ActionKind, due_at: int) -> Action:

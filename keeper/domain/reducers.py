@@ -19,6 +19,7 @@ if a contract skipped a state we think it should have passed through.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ from keeper.domain.reads import (
     GET_TASK_VERDICT,
     PAYMENT_TOKEN,
 )
+from keeper.domain.taskmodes import CONTEST_MODES
 
 __all__ = ["ZERO_ADDRESS", "reduce_job", "reduce_task"]
 
@@ -270,13 +272,49 @@ def _apply_config(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
 
 
 def _task_created(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """Every TaskCreated shape (rev 14+, pre-14, older) gives the same fields.
+
+    On the rev 18+ diamond EvaluatorAssigned comes first in the same transaction, so
+    nothing it set is reset here.
+    """
     a = e.args
     st.requester = _str(a["requester"])
     st.reward = _int(a["reward"])
     st.mode = _str(a["mode"])
     st.expiry_time = _int(a["expiryTime"])
-    st.created_block = e.log.block_number
     st.status = TaskStatus.OPEN
+    if "stakeRequired" in a:
+        st.extra["stake_required"] = "1" if a["stakeRequired"] else "0"
+        st.extra["stake_bps"] = str(_int(a["stakeBps"]))
+
+
+def _task_updated(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """The requester changed an Open task's reward and expiry: the deadline moves."""
+    st.reward = _int(e.args["newReward"])
+    st.expiry_time = _int(e.args["newExpiryTime"])
+
+
+def _submitters(st: TaskState) -> dict[str, int]:
+    raw = st.extra.get("submitters")
+    return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
+
+
+def _contest_submitted(st: TaskState, worker: str) -> None:
+    """A Bounty/Benchmark submission: the task stays Open and counts it."""
+    counts = _submitters(st)
+    counts[worker] = counts.get(worker, 0) + 1
+    st.extra["submitters"] = json.dumps(counts, sort_keys=True)
+    st.extra["active_submissions"] = str(_int(st.extra.get("active_submissions")) + 1)
+
+
+def _submission_rejected(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """The contract subtracts the worker's whole submission count (at least 1)."""
+    worker = _str(e.args["worker"])
+    counts = _submitters(st)
+    decrement = max(counts.pop(worker, 0), 1)
+    st.extra["submitters"] = json.dumps(counts, sort_keys=True)
+    active = _int(st.extra.get("active_submissions"))
+    st.extra["active_submissions"] = str(max(active - decrement, 0))
 
 
 def _evaluator_assigned(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
@@ -298,6 +336,10 @@ def _worker_selected(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
 
 def _task_submitted(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
     _apply_config(st, e, ctx)
+    if st.mode in CONTEST_MODES:
+        _contest_submitted(st, _str(e.args["worker"]))
+        st.submitted_at = e.block_timestamp
+        return
     st.worker = _str(e.args["worker"])
     st.deliverable = _str(e.args["deliverable"])
     st.submitted_at = e.block_timestamp
@@ -390,6 +432,8 @@ def _task_reopened(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
 
 _TASK_HANDLERS: dict[str, Callable[[TaskState, Event, _TaskCtx], None]] = {
     "TaskCreated": _task_created,
+    "TaskUpdated": _task_updated,
+    "SubmissionRejected": _submission_rejected,
     "EvaluatorAssigned": _evaluator_assigned,
     "TaskClaimed": _task_claimed,
     "TaskWorkerSelected": _worker_selected,

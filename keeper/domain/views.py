@@ -51,6 +51,28 @@ VIEWS: Mapping[str, ViewSpec] = {
         ),
     ),
     "paymentToken": ViewSpec("paymentToken()", (), (("token", "address"),)),
+    # revision 21 (14 fields; rev 14 appended stakeRequired, stakeBps). Not read by the
+    # indexer, whose projections come from events: kept for tools that check a task.
+    "getTask": ViewSpec(
+        "getTask(bytes32)",
+        ("bytes32",),
+        (
+            ("id", "bytes32"),
+            ("requester", "address"),
+            ("worker", "address"),
+            ("status", "uint8"),
+            ("mode", "bytes4"),
+            ("reward", "uint256"),
+            ("expiryTime", "uint256"),
+            ("stakeAmount", "uint256"),
+            ("feeBps", "uint16"),
+            ("deliverable", "bytes32"),
+            ("rating", "uint8"),
+            ("hookContract", "address"),
+            ("stakeRequired", "bool"),
+            ("stakeBps", "uint16"),
+        ),
+    ),
     "getTaskEvaluatorConfig": ViewSpec(
         "getTaskEvaluatorConfig(bytes32)",
         ("bytes32",),

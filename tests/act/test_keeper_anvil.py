@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, address_of
+from keeper_harness import KEEPER_KEYS, WORKER, Escrows, MakeKeeper, address_of, calldata
 from structlog.testing import capture_logs
+from taskmarket_harness import Diamond
 
 from keeper.act import Keeper
-from keeper.domain.model import BlockHeader, JobStatus
+from keeper.act.calls import classify_revert
+from keeper.devnet.anvil import RpcError
+from keeper.domain.model import BlockHeader, JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import PlannerConfig
 from keeper.domain.sharding import shard_of
 from keeper.rpc.client import RpcClient
@@ -195,31 +198,35 @@ class TestPermission:
     async def test_not_permitted_once_then_refund_after_expiry(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
-        """evaluatorTimeout is denied exactly once; past expiry the task is refunded instead."""
-        tm = escrows.d.taskmarket_strict
-        task_id = "0x" + "ab" * 32
-        deadline = escrows.review_task(tm, task_id, escrows.now() + 50, window=300)
+        """On the diamond evaluatorTimeout answers NotTrustedForwarder once, with zero
+        broadcasts; past expiry the task is refunded with refundExpired(bytes32,uint256)."""
+        dm = Diamond(escrows)
+        task_id, deadline = dm.review_task(50, window=300)
         keeper = make_keeper()
         escrows.control.mine_at(deadline + 1)
-        state = escrows.task(tm, task_id, deadline)
-        summary = await keeper.tick(await head(rpc), [], [state])
+        summary = await keeper.tick(await head(rpc), [], [dm.task(task_id, deadline)])
         [intent] = keeper.store.all_intents()
         assert (intent.action, intent.outcome) == ("evaluatorTimeout", "not_permitted")
-        assert intent.detail == "Unauthorized()" and summary.sent == 0
+        assert intent.detail == "NotTrustedForwarder()" and summary.sent == 0
+        assert keeper.store.all_attempts() == []  # nothing was ever signed for it
         for _ in range(keeper.settings.redecide_after_blocks + 2):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id, deadline)])
+            await keeper.tick(await head(rpc), [], [dm.task(task_id, deadline)])
         timeout_intents = [i for i in keeper.store.all_intents() if i.action == "evaluatorTimeout"]
         assert timeout_intents == [intent]  # untouched: same decision, same row
         refunds = [i for i in keeper.store.all_intents() if i.action == "refundExpired"]
         assert [(i.outcome) for i in refunds] == ["confirmed"]
-        assert escrows.task(tm, task_id, deadline).status.name == "EXPIRED"
+        assert dm.task(task_id).status.name == "EXPIRED"
+        [attempt] = keeper.store.all_attempts()
+        tx = escrows.control.call("eth_getTransactionByHash", attempt.tx_hash)
+        assert "3e91a36b" + task_id[2:] + "00" * 32 in tx["input"]
 
     async def test_permissionless_timeout_is_sent(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
-        """Where anyone may call evaluatorTimeout, it fires one second past the deadline."""
-        tm = escrows.d.taskmarket
+        """Where anyone may call evaluatorTimeout (pre-7 contract), it fires one second past
+        the deadline."""
+        tm = escrows.d.taskmarket_legacy
         task_id = "0x" + "cd" * 32
         deadline = escrows.review_task(tm, task_id, escrows.now() + 5000, window=300)
         keeper = make_keeper()
@@ -325,30 +332,96 @@ class TestTaskBoundaries:
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """At deadline - 1 nothing; at the deadline finalizeVerdict pays the award (Accepted)."""
-        tm, task_id = escrows.d.taskmarket, "0x" + "e1" * 32
-        deadline = escrows.appealing_task(tm, task_id)
+        dm = Diamond(escrows)
+        task_id, deadline = dm.appealing_task()
         keeper = make_keeper()
         escrows.control.mine_at(deadline - 1)
-        state = escrows.task(tm, task_id, appeal_deadline=deadline)
+        state = dm.task(task_id, appeal_deadline=deadline)
         assert (await keeper.tick(await head(rpc), [], [state])).sent == 0
         escrows.control.mine_at(deadline)
-        state = escrows.task(tm, task_id, appeal_deadline=deadline)
+        state = dm.task(task_id, appeal_deadline=deadline)
+        assert state.expiry_time >= deadline  # evaluate raised the expiry to the deadline
         assert (await keeper.tick(await head(rpc), [], [state])).sent == 1
-        assert escrows.task(tm, task_id).status.name == "ACCEPTED"
+        assert dm.task(task_id).status.name == "ACCEPTED"
+        assert [i.action for i in keeper.store.all_intents()] == ["finalizeVerdict"]
 
+    @pytest.mark.parametrize("market", ["diamond", "legacy"])
     async def test_refund_one_second_after_expiry(
-        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, market: str
     ) -> None:
-        """At expiryTime nothing (the contract needs now > expiry); one second later, refunded."""
-        tm, task_id = escrows.d.taskmarket, "0x" + "e2" * 32
-        expiry = escrows.now() + 500
-        escrows.open_task(tm, task_id, expiry)
+        """At expiryTime nothing (the contract needs now > expiry); one second later, refunded,
+        in each contract's own dialect."""
+        if market == "diamond":
+            dm = Diamond(escrows)
+            task_id = dm.create(500)
+            read = dm.task
+        else:
+            tm, task_id = escrows.d.taskmarket_legacy, "0x" + "e2" * 32
+            escrows.open_task(tm, task_id, escrows.now() + 500)
+
+            def read(t: str) -> TaskState:
+                return escrows.task(tm, t)
+
+        expiry = read(task_id).expiry_time
         keeper = make_keeper()
         escrows.control.mine_at(expiry)
-        assert (await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id)])).sent == 0
+        assert (await keeper.tick(await head(rpc), [], [read(task_id)])).sent == 0
         escrows.control.mine_at(expiry + 1)
-        assert (await keeper.tick(await head(rpc), [], [escrows.task(tm, task_id)])).sent == 1
-        assert escrows.task(tm, task_id).status.name == "EXPIRED"
+        assert (await keeper.tick(await head(rpc), [], [read(task_id)])).sent == 1
+        assert read(task_id).status.name == "EXPIRED"
+
+
+class TestTaskHazards:
+    """Tasks the keeper must leave alone past expiry on the diamond."""
+
+    async def test_disputed_past_expiry_is_left_alone(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Appealed (Disputed) and past expiry: reported, no intent, nothing sent."""
+        dm = Diamond(escrows)
+        task_id, deadline = dm.appealing_task()
+        dm.relay(WORKER, "appeal(bytes32)", bytes.fromhex(task_id[2:]))
+        keeper = make_keeper()
+        state = dm.task(task_id, appeal_deadline=deadline)
+        escrows.control.mine_at(state.expiry_time + 3600)
+        for _ in range(2):
+            summary = await keeper.tick(await head(rpc), [], [dm.task(task_id, None, deadline)])
+            assert [r.kind.value for r in summary.reports] == ["disputed_past_expiry"]
+            escrows.control.mine()
+        assert keeper.store.all_intents() == [] and keeper.store.all_attempts() == []
+        assert dm.task(task_id).status is TaskStatus.DISPUTED
+
+    async def test_appealing_past_expiry_is_finalized_not_refunded(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """An Appealing task past its expiry gets finalizeVerdict, never refundExpired."""
+        dm = Diamond(escrows)
+        task_id, deadline = dm.appealing_task()
+        keeper = make_keeper()
+        escrows.control.mine_at(dm.task(task_id).expiry_time + 100)
+        await keeper.tick(await head(rpc), [], [dm.task(task_id, None, deadline)])
+        assert [i.action for i in keeper.store.all_intents()] == ["finalizeVerdict"]
+        assert dm.task(task_id).status is TaskStatus.ACCEPTED
+
+    async def test_bounty_with_submissions_is_not_refunded(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A Bounty with an active submission past expiry is reported; the chain agrees."""
+        dm = Diamond(escrows)
+        task_id = dm.bounty_with_submission(200)
+        state = dm.task(task_id)
+        state.extra["active_submissions"] = "1"  # what the indexer counts from TaskSubmitted
+        keeper = make_keeper()
+        escrows.control.mine_at(state.expiry_time + 10)
+        summary = await keeper.tick(await head(rpc), [], [state])
+        assert [r.kind.value for r in summary.reports] == ["submissions_pending_past_expiry"]
+        assert keeper.store.all_intents() == []
+        refund = calldata("refundExpired(bytes32,uint256)", bytes.fromhex(task_id[2:]), 0)
+        with pytest.raises(RpcError) as err:
+            escrows.view(dm.address, refund)
+        data = bytes.fromhex(str(err.value.error["data"])[2:])
+        assert classify_revert(data, Protocol.TASKMARKET) == ("preempted", "SubmissionsExist()")
+        assert dm.task(task_id).status is TaskStatus.OPEN
 
 
 async def test_open_job_with_budget_is_reported_not_refunded(

@@ -147,7 +147,8 @@ def _task_story(chain: _Chain, world: World, n: int) -> None:
     chain.block()
     expiry = GENESIS_TS + 10**6
     chain.emit(TM, "TaskCreated", {"taskId": tid, "requester": CLIENTS[0], "reward": 10**6,
-                                   "mode": "0x636c6169", "expiryTime": expiry})  # fmt: skip
+                                   "mode": "0x636c6169", "expiryTime": expiry,
+                                   "stakeRequired": False, "stakeBps": 0})  # fmt: skip
     world.tasks[tid] = "open"
     if n == 1:
         return

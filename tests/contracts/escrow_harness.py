@@ -15,8 +15,14 @@ from web3.contract.contract import ContractFunction
 from web3.types import TxReceipt
 
 from keeper.devnet.anvil import DEV_KEYS, ChainControl
-from keeper.devnet.contracts import load_abi
-from keeper.devnet.deploy import Deployment, connect, send_call
+from keeper.devnet.contracts import load_abi, taskmarket_abi
+from keeper.devnet.deploy import (
+    TASK_PLATFORM_FEE_BPS,
+    Deployment,
+    connect,
+    deploy_contract,
+    send_call,
+)
 
 DEPLOYER = DEV_KEYS[0]
 CLIENT = DEV_KEYS[1]
@@ -104,8 +110,18 @@ class Chain:
         self.usdc = self.contract("MockUSDC", deployment.usdc)
         self.commerce = self.contract("AgenticCommerce", deployment.commerce)
         self.legacy = self.contract("LegacyAgenticCommerce", deployment.legacy_commerce)
-        self.tm = self.contract("TaskMarket", deployment.taskmarket)
-        self.tm_strict = self.contract("TaskMarket", deployment.taskmarket_strict)
+        self.tm = self.contract("LegacyTaskMarket", deployment.taskmarket_legacy)
+        # the pre-7 contract built requester-only (deployed here: the devnet has none)
+        strict = deploy_contract(
+            self.w3, DEPLOYER, "LegacyTaskMarket", Web3.to_checksum_address(deployment.usdc),
+            Web3.to_checksum_address(deployment.treasury), TASK_PLATFORM_FEE_BPS, True,
+        )  # fmt: skip
+        self.tm_strict = self.contract("LegacyTaskMarket", strict)
+        # the revision-21 diamond: one address, every facet's functions
+        self.dm = self.w3.eth.contract(
+            address=Web3.to_checksum_address(deployment.taskmarket), abi=taskmarket_abi()
+        )
+        self.forwarder = self.contract("TaskMarketForwarder", deployment.taskmarket_forwarder)
         self.multicall = self.contract("Multicall3", deployment.multicall)
         self.emitter = self.contract("EventEmitter", deployment.emitter)
 

@@ -54,6 +54,12 @@ SINGLE: list[tuple[str, tuple[Any, ...], str, int]] = [
     ("emitRefunded", (1, A, 5), "Refunded(uint256,address,uint256)", 2),
     (
         "emitTaskCreated",
+        (T, A, 5, b"mode", 9, True, 250),
+        "TaskCreated(bytes32,address,uint256,bytes4,uint256,bool,uint16)",
+        3,
+    ),
+    (
+        "emitPre14TaskCreated",
         (T, A, 5, b"mode", 9),
         "TaskCreated(bytes32,address,uint256,bytes4,uint256)",
         3,

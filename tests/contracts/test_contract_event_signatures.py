@@ -74,13 +74,80 @@ LEGACY_8183 = [
     # signature ends in 38: the declaration wins (the doc says not to trust abbreviations)
     ("BudgetSet(uint256 indexed jobId, uint256 amount)", "869e2577", "38"),
 ]
-CURRENT_TASKS = [
+PRE14_CREATED = [
     (
         "TaskCreated(bytes32 indexed taskId, address indexed requester, uint256 reward, "
         "bytes4 indexed mode, uint256 expiryTime)",
         "ee59b788",
         "b8",
     ),
+]
+REV21_TASKS = [
+    (
+        "TaskCreated(bytes32 indexed taskId, address indexed requester, uint256 reward, "
+        "bytes4 indexed mode, uint256 expiryTime, bool stakeRequired, uint16 stakeBps)",
+        "e0dc4072",
+        "",
+    ),
+    (
+        "TaskUpdated(bytes32 indexed taskId, uint256 newReward, uint256 newExpiryTime)",
+        "d1530ce5",
+        "",
+    ),
+    ("SubmissionRejected(bytes32 indexed taskId, address indexed worker)", "c60688aa", ""),
+]
+# known to the indexer, not needed by the keeper; the diamond emits some of them
+DIAMOND_AUX = [
+    ("StakeReturned(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount)", "", ""),
+    (
+        "RequesterReputation(bytes32 indexed taskId, address indexed requester, bytes32 event_, "
+        "uint256 reward, uint32 submissionCount, bool selfAward)",
+        "",
+        "",
+    ),
+    ("ForwarderUpdated(address indexed forwarder, bool trusted)", "", ""),
+    ("Paused(address account)", "", ""),
+    ("Unpaused(address account)", "", ""),
+]
+EMITTER_AUX = [
+    ("StakeForfeited(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount)", "", ""),
+    (
+        "TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating, "
+        "uint256 raterAgentId)",
+        "",
+        "",
+    ),
+    (
+        "SelfAward(bytes32 indexed taskId, address indexed requester, address indexed worker)",
+        "",
+        "",
+    ),
+    ("BidSubmitted(bytes32 indexed taskId, address indexed worker, uint256 price)", "", ""),
+    (
+        "AuctionAccepted(bytes32 indexed taskId, address indexed worker, uint256 acceptedPrice)",
+        "",
+        "",
+    ),
+    ("PitchSubmitted(bytes32 indexed taskId, address indexed worker, bytes32 pitchHash)", "", ""),
+    (
+        "ProofSubmitted(bytes32 indexed taskId, address indexed worker, bytes32 proofHash, "
+        "bytes32 proofType, uint256 metricValue)",
+        "",
+        "",
+    ),
+    ("HookRegistered(bytes32 indexed taskId, address hookContract)", "", ""),
+    ("HookCallFailed(address indexed hook)", "", ""),
+    ("FeesUpdated(uint16 feeBps)", "", ""),
+    ("FeeRecipientUpdated(address recipient)", "", ""),
+    ("ReputationRegistryUpdated(address registry)", "", ""),
+    (
+        "OwnershipTransferred(address indexed previousOwner, address indexed newOwner)",
+        "",
+        "",
+    ),
+    ("DefaultHooksSet(address[] hooks)", "", ""),
+]
+CURRENT_TASKS = [
     (
         "TaskClaimed(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount)",
         "0c94d586",
@@ -143,14 +210,23 @@ OLDER_TASKS = [
     ),
     ("TaskReopened(bytes32 indexed taskId)", "ae5c872b", "fa"),
 ]
-ALL = COMMON_8183 + CURRENT_8183 + LEGACY_8183 + CURRENT_TASKS + OLDER_TASKS
+ALL = (
+    COMMON_8183 + CURRENT_8183 + LEGACY_8183 + PRE14_CREATED + REV21_TASKS + CURRENT_TASKS
+    + OLDER_TASKS
+)  # fmt: skip
 
 # contract -> the events it must declare, no more and no fewer (the emitter: all + Mystery)
 EXPECTED = {
     "AgenticCommerce": CURRENT_8183 + COMMON_8183,
     "LegacyAgenticCommerce": LEGACY_8183 + COMMON_8183,
-    "TaskMarket": CURRENT_TASKS,
-    "EventEmitter": [*ALL, ("Mystery(uint256 indexed a, bytes b)", "", "")],
+    "LegacyTaskMarket": PRE14_CREATED + CURRENT_TASKS,
+    "TaskMarket": REV21_TASKS + CURRENT_TASKS + DIAMOND_AUX,
+    "EventEmitter": [
+        *ALL,
+        *DIAMOND_AUX,
+        *EMITTER_AUX,
+        ("Mystery(uint256 indexed a, bytes b)", "", ""),
+    ],
 }
 
 Param = tuple[str, str, bool]

@@ -19,7 +19,7 @@ from web3 import Web3
 
 from keeper.config import load_config
 from keeper.devnet.anvil import DEV_KEYS
-from keeper.devnet.contracts import load_abi
+from keeper.devnet.contracts import load_abi, taskmarket_abi
 from keeper.devnet.deploy import Deployment
 from keeper.devnet.evaluator_service import verdict_digest
 from keeper.devnet.runner import KEEPER_KEY_ENV, render_config, run_devnet
@@ -67,12 +67,14 @@ def chain_state(rpc_url: str, d: Deployment) -> dict[str, Any]:
     out["reasons"] = {
         int.from_bytes(bytes(x["topics"][1]), "big"): "0x" + bytes(x["data"]).hex() for x in logs
     }
-    tm = contract("TaskMarket", d.taskmarket)
-    topics = ["0x" + keccak(text="TaskCreated(bytes32,address,uint256,bytes4,uint256)").hex()]
+    tm = w3.eth.contract(address=Web3.to_checksum_address(d.taskmarket), abi=taskmarket_abi())
+    sig = "TaskCreated(bytes32,address,uint256,bytes4,uint256,bool,uint16)"
+    topics = ["0x" + keccak(text=sig).hex()]
     created = w3.eth.get_logs(
         {"address": tm.address, "fromBlock": d.start_block, "toBlock": "latest", "topics": topics}
     )
-    out["tasks"] = Counter(tm.functions.getTask(bytes(x["topics"][1])).call()[6] for x in created)
+    # status is the 4th of the 14 revision-21 fields
+    out["tasks"] = Counter(tm.functions.getTask(bytes(x["topics"][1])).call()[3] for x in created)
     return out
 
 
@@ -90,7 +92,7 @@ class TestRenderConfig:
     ) -> None:
         """The written TOML passes the daemon's own config validation with our addresses."""
         monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
-        d = Deployment(31337, *(f"0x{i:040x}" for i in range(1, 9)), start_block=3)
+        d = Deployment(31337, *(f"0x{i:040x}" for i in range(1, 10)), start_block=3)
         path = tmp_path / "keeper.toml"
         path.write_text(
             render_config(
@@ -108,7 +110,7 @@ class TestRenderConfig:
             ("commerce", "erc8183", d.commerce, 3),
             ("legacy_commerce", "erc8183", d.legacy_commerce, 3),
             ("taskmarket", "taskmarket", d.taskmarket, 3),
-            ("taskmarket_strict", "taskmarket", d.taskmarket_strict, 3),
+            ("taskmarket_legacy", "taskmarket", d.taskmarket_legacy, 3),
         ]
         (source,) = cfg.verdicts.sources
         assert source.kind == "http" and source.pointer == "/verdict"

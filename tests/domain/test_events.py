@@ -46,6 +46,9 @@ DOC_TOPICS = [
     ("PlatformFeePaid(uint256,address,uint256)", "0e61cfd0", "62"),
     ("EvaluatorFeePaid(uint256,address,uint256)", "253dd534", "61"),
     ("Refunded(uint256,address,uint256)", "7ca5472b", "c4"),
+    ("TaskCreated(bytes32,address,uint256,bytes4,uint256,bool,uint16)", "e0dc4072", ""),
+    ("TaskUpdated(bytes32,uint256,uint256)", "d1530ce5", ""),
+    ("SubmissionRejected(bytes32,address)", "c60688aa", ""),
     ("TaskCreated(bytes32,address,uint256,bytes4,uint256)", "ee59b788", "b8"),
     ("TaskCreated(bytes32,address,uint256,uint256,bytes4)", "bdfc881a", "90"),
     ("TaskAccepted(bytes32,address,address,uint256,uint256)", "46c82fee", "97"),
@@ -62,6 +65,13 @@ DOC_TOPICS = [
     ("TaskCancelled(bytes32,address,uint256)", "9954d682", "bc"),
     ("TaskReopened(bytes32)", "ae5c872b", "fa"),
 ]
+# task market events the keeper does not need: decoded and kept, moving no state
+NOT_NEEDED = {
+    "StakeForfeited", "StakeReturned", "TaskRated", "RequesterReputation", "SelfAward",
+    "BidSubmitted", "AuctionAccepted", "PitchSubmitted", "ProofSubmitted", "HookRegistered",
+    "HookCallFailed", "ForwarderUpdated", "Paused", "Unpaused", "FeesUpdated",
+    "FeeRecipientUpdated", "ReputationRegistryUpdated", "OwnershipTransferred",
+}  # fmt: skip
 
 
 def _strategy(typ: str) -> st.SearchStrategy[Any]:
@@ -141,7 +151,9 @@ class TestCatalog:
             assert spec.topic0.startswith("0x" + prefix)
             assert spec.topic0.endswith(suffix)
             assert EVENTS[spec.topic0] is spec
-        assert len(SPECS) == len(DOC_TOPICS)
+        rest = {s.name for s in SPECS if s.signature not in {d[0] for d in DOC_TOPICS}}
+        assert rest == NOT_NEEDED
+        assert len(SPECS) == len(DOC_TOPICS) + len(NOT_NEEDED)
 
     def test_variants_are_labelled(self) -> None:
         """Legacy ERC-8183 and older task-market shapes carry their variant label."""
@@ -150,7 +162,9 @@ class TestCatalog:
         assert spec_for("ProviderSet", "legacy").data_len == 0
         assert spec_for("TaskCreated", "older").n_topics == 3
         assert spec_for("TaskAccepted", "older").protocol is Protocol.TASKMARKET
-        assert {s.variant for s in SPECS} == {"current", "legacy", "older"}
+        assert spec_for("TaskCreated", "pre14").data_len == 64
+        assert spec_for("TaskCreated").data_len == 128
+        assert {s.variant for s in SPECS} == {"current", "legacy", "older", "pre14"}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.variant}")
@@ -165,6 +179,9 @@ def test_decoding_agrees_with_web3(spec: EventSpec, data: st.DataObject) -> None
     assert event.name == spec.name
     assert event.variant == spec.variant
     assert dict(event.args) == _web3_args(spec, log)
+    if not spec.subject_arg:  # a contract-level event (admin, forwarder): no subject
+        assert event.subject is None
+        return
     subject = event.args[spec.subject_arg]
     assert event.subject == (str(subject) if spec.protocol is Protocol.ERC8183 else subject)
     assert event.block_timestamp == 1_700_000_000
@@ -278,6 +295,8 @@ def _emitter_function(spec: EventSpec) -> str:
         return f"emitLegacy{spec.name}"
     if spec.variant == "older" and spec.name == "TaskCreated":
         return "emitOlderTaskCreated"
+    if spec.variant == "pre14":
+        return f"emitPre14{spec.name}"
     return f"emit{spec.name}"
 
 
@@ -337,6 +356,8 @@ class TestRealChain:
                     values[name] = rng.choice([0, 1, 2**bits - 1, rng.getrandbits(bits)])
                 elif typ == "address":
                     values[name] = Web3.to_checksum_address(rng.randbytes(20))
+                elif typ == "bool":
+                    values[name] = rng.choice([True, False])
                 else:
                     values[name] = rng.randbytes(int(typ[5:]))
             sent.append((spec, values))
@@ -347,6 +368,18 @@ class TestRealChain:
             event = decode_log(log, spec.protocol, 0)
             assert (event.name, event.variant) == (spec.name, spec.variant)
             assert dict(event.args) == _normalised(values) == _web3_args(spec, log)
+
+    def test_dynamic_known_shape_is_recognised_not_unknown(self, emitter: Any) -> None:
+        """DefaultHooksSet(address[]) is known by topic0: named, no args, no subject."""
+        (log,) = self._logs_of(emitter, [emitter.functions.emitDefaultHooksSet([emitter.address])])
+        event = decode_log(log, Protocol.TASKMARKET, 0)
+        assert (event.name, event.variant, event.subject, dict(event.args)) == (
+            "DefaultHooksSet",
+            "recognised",
+            None,
+            {},
+        )
+        assert decode_log(log, Protocol.ERC8183, 0).name is None  # another protocol's shape
 
     def test_noise_from_a_real_contract_is_unknown(self, emitter: Any) -> None:
         """Foreign events, a later TaskCreated shape and a malformed known topic0 are unknown."""

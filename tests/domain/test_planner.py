@@ -21,6 +21,7 @@ from keeper.domain.planner import (
     plan_task,
 )
 from keeper.domain.sharding import is_mine, shard_of
+from keeper.domain.taskmodes import BENCHMARK, BOUNTY, CLAIM
 
 C = "0x" + "11" * 20
 T0 = 1_700_000_000
@@ -164,6 +165,18 @@ class TestTaskBoundaries:
         assert decision.action is ActionKind.REFUND_EXPIRED
         other = plan_task(state, T0 + 1, {(C, "0x" + "33" * 32, "evaluatorTimeout")})
         assert isinstance(other, Action) and other.action is ActionKind.EVALUATOR_TIMEOUT
+
+    @pytest.mark.parametrize("mode", [BOUNTY, BENCHMARK])
+    def test_contest_with_submissions_is_reported_not_refunded(self, mode: str) -> None:
+        """A Bounty/Benchmark with active submissions: the contract says SubmissionsExist."""
+        state = task(TaskStatus.OPEN, mode=mode, extra={"active_submissions": "2"})
+        decision = plan_task(state, T0 + 1)
+        assert isinstance(decision, Report)
+        assert decision.kind is ReportKind.SUBMISSIONS_PENDING_PAST_EXPIRY
+        # every submission rejected: refundable again; a Claim task never counts them
+        for free in (replace(state, extra={"active_submissions": "0"}), replace(state, mode=CLAIM)):
+            refund = plan_task(free, T0 + 1)
+            assert isinstance(refund, Action) and refund.action is ActionKind.REFUND_EXPIRED
 
     def test_review_is_left_to_evaluator_timeout(self) -> None:
         """A Review task past expiry but inside its evaluation window gets nothing."""

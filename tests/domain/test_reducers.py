@@ -21,6 +21,7 @@ from keeper.domain.model import (
 )
 from keeper.domain.reads import reads_for
 from keeper.domain.reducers import reduce_job, reduce_task
+from keeper.domain.taskmodes import BOUNTY
 
 JOBS = "0x" + "a1" * 20
 TASKS = "0x" + "b2" * 20
@@ -209,6 +210,8 @@ def _task_created(c: Chain, expiry: int, task: str = TASK) -> Event:
         reward=10**6,
         mode="0x636c6169",
         expiryTime=expiry,
+        stakeRequired=False,
+        stakeBps=0,
     )
 
 
@@ -269,6 +272,76 @@ class TestTasks:
         st_ = reduce_task(TASKS, TASK, evs, [reads[0], failed])
         assert (st_.status, st_.evaluator) == (TaskStatus.REVIEW, EVALUATOR)
         assert st_.evaluation_deadline == t_submit + 86_400
+
+    def test_evaluator_assigned_before_created_in_one_transaction(self) -> None:
+        """Rev 18+: EvaluatorAssigned precedes TaskCreated; the evaluator survives creation."""
+        c = Chain()
+        reads = [_config(c, 86_400, 300)]
+        evs = [
+            c.ev(TASKS, "EvaluatorAssigned", taskId=TASK, evaluator=EVALUATOR, stakeAmount=250),
+            _task_created(c, c.time + 100),
+        ]
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskClaimed", taskId=TASK, worker=PROVIDER, stakeAmount=0))
+        c.next_block()
+        evs.append(
+            c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=PROVIDER, deliverable=DELIVERABLE)
+        )
+        reads.append(_config(c, 86_400, 300))
+        st_ = reduce_task(TASKS, TASK, evs, reads)
+        assert (st_.status, st_.evaluator, st_.requester) == (TaskStatus.REVIEW, EVALUATOR, CLIENT)
+        assert st_.evaluation_deadline == c.time + 86_400
+        assert st_.extra["stake_required"] == "0"
+
+    def test_task_updated_moves_reward_and_deadline(self) -> None:
+        """TaskUpdated sets reward and expiryTime (a later or an earlier one)."""
+        c = Chain()
+        evs = [_task_created(c, 5_000)]
+        c.next_block()
+        evs.append(
+            c.ev(TASKS, "TaskUpdated", taskId=TASK, newReward=3 * 10**6, newExpiryTime=9_000)
+        )
+        st_ = reduce_task(TASKS, TASK, evs, [])
+        assert (st_.reward, st_.expiry_time, st_.status) == (3 * 10**6, 9_000, TaskStatus.OPEN)
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskUpdated", taskId=TASK, newReward=10**6, newExpiryTime=4_000))
+        assert reduce_task(TASKS, TASK, evs, []).expiry_time == 4_000
+
+    def test_contest_submissions_keep_open_and_count(self) -> None:
+        """Bounty: submissions keep the task Open; a rejection removes that worker's count."""
+        c = Chain()
+        created = c.ev(TASKS, "TaskCreated", taskId=TASK, requester=CLIENT, reward=10**6,
+                       mode=BOUNTY, expiryTime=5_000, stakeRequired=False, stakeBps=0)  # fmt: skip
+        evs = [created]
+        for worker in (PROVIDER, PROVIDER, EVALUATOR):
+            c.next_block()
+            evs.append(
+                c.ev(TASKS, "TaskSubmitted", taskId=TASK, worker=worker, deliverable=DELIVERABLE)
+            )
+        st_ = reduce_task(TASKS, TASK, evs, [])
+        assert (st_.status, st_.worker, st_.extra["active_submissions"]) == (
+            TaskStatus.OPEN,
+            None,
+            "3",
+        )
+        c.next_block()
+        evs.append(c.ev(TASKS, "SubmissionRejected", taskId=TASK, worker=PROVIDER))
+        assert reduce_task(TASKS, TASK, evs, []).extra["active_submissions"] == "1"
+
+    def test_old_and_new_created_shapes_give_the_same_row(self) -> None:
+        """Pre-14 and rev-14 TaskCreated reduce to the same requester, reward, mode, expiry."""
+        fields = {"taskId": TASK, "requester": CLIENT, "reward": 7, "mode": "0x636c6169",
+                  "expiryTime": 1234}  # fmt: skip
+        old = reduce_task(TASKS, TASK, [Chain().ev(TASKS, "TaskCreated", "pre14", **fields)], [])
+        new = reduce_task(
+            TASKS,
+            TASK,
+            [Chain().ev(TASKS, "TaskCreated", stakeRequired=True, stakeBps=250, **fields)],
+            [],
+        )
+        pick = lambda t: (t.requester, t.reward, t.mode, t.expiry_time, t.status)  # noqa: E731
+        assert pick(old) == pick(new) == (CLIENT, 7, "0x636c6169", 1234, TaskStatus.OPEN)
+        assert new.extra == {"stake_required": "1", "stake_bps": "250"} and old.extra == {}
 
     def test_submission_without_evaluator_awaits_approval(self) -> None:
         """No evaluator: a submission goes to the requester (pending_approval)."""

@@ -209,6 +209,8 @@ class Synth:
                     "reward": 10**6,
                     "mode": "0x636c6169",
                     "expiryTime": b.timestamp + 999,
+                    "stakeRequired": True,
+                    "stakeBps": 500,
                 },
                 b,
                 i,

@@ -37,10 +37,7 @@ def write_config(
     """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source)."""
     chain_lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in chain.items())
     contracts = [
-        ("commerce", "erc8183", deployment.commerce),
-        ("legacy_commerce", "erc8183", deployment.legacy_commerce),
-        ("taskmarket", "taskmarket", deployment.taskmarket),
-        ("taskmarket_strict", "taskmarket", deployment.taskmarket_strict),
+        *((n, p.value, a) for n, p, a in deployment.escrows()),
         ("emitter", "erc8183", deployment.emitter),
     ]
     blocks = "\n".join(

@@ -1,0 +1,178 @@
+"""Dialect detection against every devnet contract shape, pinning, and the undetermined case."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from keeper_harness import Escrows, MakeKeeper, open_db
+from structlog.testing import capture_logs
+
+from keeper.act.detect import DialectMismatchError, detect, detect_all, publish_dialects
+from keeper.config import ContractConfig
+from keeper.domain.model import Protocol
+from keeper.obs.metrics import Metrics
+from keeper.rpc.client import RpcClient
+from keeper.store.dialects import load_dialects
+
+E, T = Protocol.ERC8183, Protocol.TASKMARKET
+
+
+def _contract(name: str, protocol: Protocol, address: str, dialect: str = "") -> ContractConfig:
+    return ContractConfig(name, protocol, address, 0, dialect)
+
+
+async def test_each_devnet_shape_is_detected(escrows: Escrows, rpc: RpcClient) -> None:
+    """Every escrow the devnet deploys is told apart from the others by what it answers."""
+    book = await detect_all(rpc, escrows.d.contract_configs())
+    found = {d.name: (d.dialect, d.source, d.diamond) for d in book.detections.values()}
+    assert found == {
+        "commerce": ("AgenticCommerce", "detected", False),
+        "legacy_commerce": ("LegacyACP", "detected", False),
+        "taskmarket": ("TaskMarket", "detected", True),
+        "taskmarket_legacy": ("TaskMarketPre7", "detected", False),
+    }
+    assert book.detections[escrows.d.taskmarket].revision == 21
+
+
+async def test_pinned_dialect_confirmed(escrows: Escrows, rpc: RpcClient) -> None:
+    """A pin the contract answers is kept, and says so."""
+    d = await detect(rpc, _contract("tm", T, escrows.d.taskmarket_legacy, "TaskMarketPre7"))
+    assert (d.dialect, d.source) == ("TaskMarketPre7", "pinned")
+    d = await detect(rpc, _contract("dm", T, escrows.d.taskmarket, "TaskMarket"))
+    assert (d.dialect, d.source, d.reason) == (
+        "TaskMarket",
+        "pinned",
+        "pinned, confirmed by diamond loupe",
+    )
+
+
+async def test_wrong_pin_fails_naming_it(escrows: Escrows, rpc: RpcClient) -> None:
+    """A pin the contract does not answer is a start-up error naming the pin and the call."""
+    with pytest.raises(DialectMismatchError) as err:
+        await detect(rpc, _contract("tm", T, escrows.d.taskmarket_legacy, "TaskMarket"))
+    text = str(err.value)
+    assert "'TaskMarket'" in text and "contracts 'tm'" in text
+    assert "refundExpired(bytes32,uint256) (3e91a36b) not answered" in text
+    with pytest.raises(DialectMismatchError) as err:  # the diamond routes the rev-7 refund
+        await detect(rpc, _contract("dm", T, escrows.d.taskmarket, "TaskMarketPre7"))
+    assert "refundExpired(bytes32) (cc3e049b) not answered (diamond loupe)" not in str(err.value)
+    assert "'TaskMarketPre7'" in str(err.value) and "diamond loupe" in str(err.value)
+    with pytest.raises(DialectMismatchError, match="'LegacyACP'"):
+        await detect(rpc, _contract("c", E, escrows.d.commerce, "LegacyACP"))
+
+
+async def test_undetermined_is_recorded_and_said_once(
+    escrows: Escrows, rpc: RpcClient, tmp_path: Path
+) -> None:
+    """A contract no dialect fits (here: the token) is kept, undetermined, with the reason."""
+    contracts = [_contract("odd", T, escrows.d.usdc), _contract("c", E, escrows.d.commerce)]
+    with capture_logs() as logs:
+        book = await detect_all(rpc, contracts)
+    warned = [e for e in logs if e["event"] == "contract_dialect_undetermined"]
+    assert len(warned) == 1 and warned[0]["contract"] == "odd"
+    odd = book.detections[escrows.d.usdc]
+    assert odd.dialect is None and "no taskmarket dialect matches" in odd.reason
+    assert book.dialect(escrows.d.usdc) is None
+    conn = open_db(tmp_path / "d.db")
+    metrics = Metrics(contract_names={c.address: c.name for c in contracts})
+    publish_dialects(book, conn, 31337, metrics)
+    rows = {r["name"]: r for r in load_dialects(conn, 31337)}
+    assert rows["odd"]["dialect"] is None and rows["c"]["dialect"] == "AgenticCommerce"
+    sample = metrics.registry.get_sample_value(
+        "keeper_contract_dialect",
+        {"contract": "odd", "dialect": "undetermined", "source": "detected"},
+    )
+    assert sample == 1.0
+
+
+def _daemon_config(tmp_path: Path, escrows: Escrows, pin: str) -> Path:
+    d = escrows.d
+    path = tmp_path / "pinned.toml"
+    path.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\npoll_interval = 0.2\n\n[database]\npath = "{tmp_path / "p.db"}"\n\n'
+        f"[api]\nenabled = false\n\n"
+        f'[[contracts]]\nname = "tm"\nprotocol = "taskmarket"\naddress = "{d.taskmarket}"\n'
+        f'dialect = "{pin}"\n\n'
+        f'[[contracts]]\nname = "old"\nprotocol = "taskmarket"\naddress = "{d.taskmarket_legacy}"\n'
+    )
+    return path
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KEEPER_")}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def test_daemon_refuses_a_wrong_pin_at_start_up(escrows: Escrows, tmp_path: Path) -> None:
+    """`keeper run` with a pin the diamond does not answer exits 1 naming pin and contract."""
+    config = _daemon_config(tmp_path, escrows, "TaskMarketPre7")
+    proc = subprocess.run(
+        [sys.executable, "-m", "keeper", "run", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "pinned dialect 'TaskMarketPre7'" in proc.stderr
+    assert "contracts 'tm'" in proc.stderr
+
+
+def test_daemon_records_dialects_for_status(escrows: Escrows, tmp_path: Path) -> None:
+    """A daemon that started (pin confirmed, the other detected) leaves them for `keeper status`."""
+    config = _daemon_config(tmp_path, escrows, "TaskMarket")
+    cmd = [sys.executable, "-m", "keeper"]
+    daemon = subprocess.Popen(
+        [*cmd, "run", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        rows: list[dict[str, object]] = []
+        while time.monotonic() < deadline and len(rows) < 2:
+            time.sleep(0.3)
+            status = subprocess.run(
+                [*cmd, "status", "--config", str(config), "--json"],
+                capture_output=True, text=True, timeout=30, env=_env(),
+            )  # fmt: skip
+            if status.returncode == 0:
+                rows = json.loads(status.stdout)["dialects"]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+    found = {r["name"]: (r["dialect"], r["source"], r["diamond"], r["revision"]) for r in rows}
+    assert found == {
+        "tm": ("TaskMarket", "pinned", True, 21),
+        "old": ("TaskMarketPre7", "detected", False, None),
+    }
+    text = subprocess.run(
+        [*cmd, "status", "--config", str(config)], capture_output=True, text=True, env=_env()
+    ).stdout
+    assert "dialect tm: TaskMarket [pinned]" in text
+
+
+async def test_keeper_leaves_an_undetermined_contract_alone(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """Jobs due on a contract whose dialect nobody could determine: nothing is simulated or
+    sent for it, and the metric says why."""
+    metrics = Metrics(contract_names={escrows.d.commerce: "commerce"})
+    keeper = make_keeper(metrics=metrics)
+    # the ERC-8183 escrow configured as a task market: no task-market dialect fits it
+    keeper.contracts = (_contract("commerce", T, escrows.d.commerce),)
+    expiry = escrows.now() + 100
+    ids = escrows.funded_jobs(2, expiry)
+    escrows.control.mine_at(expiry)
+    head = await rpc.get_block("latest")
+    assert head is not None
+    summary = await keeper.tick(head, escrows.jobs(ids), [])
+    assert summary.planned == 0 and summary.sent == 0
+    assert keeper.store.all_intents() == []
+    labels = {"contract": "commerce", "dialect": "undetermined", "source": "detected"}
+    assert metrics.registry.get_sample_value("keeper_contract_dialect", labels) == 1.0

@@ -1,0 +1,182 @@
+"""Indexer, store and keeper together on the task market diamond and the pre-7 contract:
+what the keeper decides comes from the indexed rows, exactly as in the daemon."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from keeper_harness import CLIENT, Escrows, MakeKeeper, address_of
+from taskmarket_harness import REWARD, Diamond
+
+from keeper.app import build_rpc, sync_settings, watched
+from keeper.config import Config, load_config
+from keeper.domain.model import TaskState, TaskStatus
+from keeper.domain.taskmodes import BOUNTY
+from keeper.errors import RetryableError
+from keeper.rpc.client import RpcClient
+from keeper.store.db import connect
+from keeper.store.index_store import IndexStore
+from keeper.store.migrations import migrate
+from keeper.store.states import live_tasks, task_from_row
+from keeper.sync.indexer import Indexer
+
+
+def _config(tmp: Path, escrows: Escrows) -> Config:
+    d = escrows.d
+    blocks = "".join(
+        f'[[contracts]]\nname = "{n}"\nprotocol = "{p.value}"\naddress = "{a}"\n'
+        f"start_block = {d.start_block}\n"
+        for n, p, a in d.escrows()
+    )
+    path = tmp / "e2e.toml"
+    path.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\n\n[database]\npath = "{tmp / "e2e.db"}"\n\n[api]\nenabled = false\n\n'
+        + blocks
+    )
+    return load_config(path)
+
+
+class Index:
+    """The daemon's indexer over its own database (range scans to the head)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.conn = connect(cfg.database.path)
+        migrate(self.conn)
+        self.rpc = build_rpc(cfg, None)
+        self.indexer = Indexer(
+            self.rpc, IndexStore(self.conn, 31337), watched(cfg), sync_settings(cfg)
+        )
+
+    async def to_head(self) -> None:
+        for _ in range(1000):
+            try:
+                await self.indexer.step()
+            except RetryableError:
+                await asyncio.sleep(0.05)
+                continue
+            head = self.indexer.state.head
+            if head is not None and self.indexer.start_cursor() >= head.number:
+                return
+        raise AssertionError("indexer did not reach the head")
+
+    def task(self, contract: str, task_id: str) -> TaskState:
+        row = self.conn.execute(
+            "SELECT * FROM tasks WHERE contract = ? AND task_id = ?", (contract, task_id)
+        ).fetchone()
+        assert row is not None, task_id
+        return task_from_row(row)
+
+    def live(self) -> list[TaskState]:
+        return live_tasks(self.conn, 31337)
+
+
+@pytest.fixture
+async def index(escrows: Escrows, tmp_path: Path) -> AsyncIterator[Index]:
+    idx = Index(_config(tmp_path, escrows))
+    try:
+        yield idx
+    finally:
+        await idx.rpc.close()
+        idx.conn.close()
+
+
+async def _tick(keeper_rpc: RpcClient, keeper: object, index: Index) -> int:
+    await index.to_head()
+    head = await keeper_rpc.get_block("latest")
+    assert head is not None
+    summary = await keeper.tick(head, [], index.live())  # type: ignore[attr-defined]
+    return int(summary.sent)
+
+
+async def test_created_then_expired_is_indexed_and_refunded(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """A task only created: indexed with requester, reward and expiry; one second past
+    expiry refunded with refundExpired(bytes32,uint256); the index then shows it Expired."""
+    dm = Diamond(escrows)
+    task_id = dm.create(400)
+    expiry = dm.task(task_id).expiry_time
+    await index.to_head()
+    row = index.task(dm.address, task_id)
+    assert (row.requester, row.reward, row.expiry_time, row.status) == (
+        address_of(CLIENT),
+        REWARD,
+        expiry,
+        TaskStatus.OPEN,
+    )
+    keeper = make_keeper()
+    escrows.control.mine_at(expiry)
+    assert await _tick(rpc, keeper, index) == 0
+    escrows.control.mine_at(expiry + 1)
+    assert await _tick(rpc, keeper, index) == 1
+    [attempt] = keeper.store.all_attempts()
+    tx = escrows.control.call("eth_getTransactionByHash", attempt.tx_hash)
+    assert "3e91a36b" + task_id[2:] + "00" * 32 in tx["input"]
+    escrows.control.mine()
+    await index.to_head()
+    row = index.task(dm.address, task_id)
+    assert (row.status, row.refunded_amount) == (TaskStatus.EXPIRED, REWARD)
+
+
+async def test_task_updated_moves_the_keepers_deadline(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """After TaskUpdated the keeper waits for the new expiry, not the created one."""
+    dm = Diamond(escrows)
+    task_id = dm.create(300)
+    old = dm.task(task_id).expiry_time
+    dm.relay(CLIENT, "updateTask(bytes32,uint256,uint256,uint256,uint256)",
+             bytes.fromhex(task_id[2:]), 0, old + 2000, 0, 0)  # fmt: skip
+    keeper = make_keeper()
+    escrows.control.mine_at(old + 1)
+    assert await _tick(rpc, keeper, index) == 0
+    assert index.task(dm.address, task_id).expiry_time == old + 2000
+    assert keeper.store.all_intents() == []
+    escrows.control.mine_at(old + 2001)
+    assert await _tick(rpc, keeper, index) == 1
+    assert dm.task(task_id).status is TaskStatus.EXPIRED
+
+
+async def test_bounty_with_submissions_is_not_refunded(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """The index counts a Bounty's submissions; past expiry the keeper reports, sends none."""
+    dm = Diamond(escrows)
+    task_id = dm.bounty_with_submission(300)
+    keeper = make_keeper()
+    escrows.control.mine_at(dm.task(task_id).expiry_time + 10)
+    assert await _tick(rpc, keeper, index) == 0
+    row = index.task(dm.address, task_id)
+    assert (row.mode, row.status, row.extra["active_submissions"]) == (BOUNTY, TaskStatus.OPEN, "1")
+    assert keeper.store.all_intents() == []
+    assert [r.kind.value for r in keeper.last.reports] == ["submissions_pending_past_expiry"]  # type: ignore[union-attr]
+
+
+async def test_old_and_new_shapes_fill_the_same_tables(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """The same life (created, expired, refunded by the keeper) on the pre-7 contract
+    (five-argument TaskCreated) and on the diamond (rev-14 shape) gives the same rows."""
+    dm = Diamond(escrows)
+    new_id = dm.create(300)
+    legacy, old_id = escrows.d.taskmarket_legacy, "0x" + "0d" * 32
+    escrows.open_task(legacy, old_id, dm.task(new_id).expiry_time)
+    keeper = make_keeper()
+    escrows.control.mine_at(dm.task(new_id).expiry_time + 1)
+    assert await _tick(rpc, keeper, index) == 1  # one Multicall3 batch, two dialects
+    escrows.control.mine()
+    await index.to_head()
+    rows = [index.task(dm.address, new_id), index.task(legacy, old_id)]
+    same = [(r.requester, r.status, r.refunded_amount == r.reward, r.expiry_time) for r in rows]
+    assert same[0] == same[1] == (address_of(CLIENT), TaskStatus.EXPIRED, True, rows[0].expiry_time)
+    variants = {
+        (str(v[0]), str(v[1]))
+        for v in index.conn.execute(
+            "SELECT contract, variant FROM events WHERE name = 'TaskCreated'"
+        )
+    }
+    assert variants == {(dm.address, "current"), (legacy, "pre14")}
