@@ -15,10 +15,13 @@ __all__ = ["ARTIFACT_NAMES", "load_abi", "load_artifact"]
 
 ARTIFACT_NAMES: tuple[str, ...] = (
     "AgenticCommerce",
+    "ERC8183",
+    "ERC8183EventEmitter",
     "EventEmitter",
     "LegacyAgenticCommerce",
     "MockUSDC",
     "Multicall3",
+    "SwitchableHook",
     "TaskMarket",
 )
 
