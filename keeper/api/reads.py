@@ -40,7 +40,8 @@ JOB_FIELDS: tuple[str, ...] = (
     "contract", "job_id", "status", "client", "provider", "evaluator", "hook", "token",
     "budget", "funded_amount", "paid_amount", "refunded_amount", "expired_at", "submitted_at",
     "deliverable", "reason", "description", "legacy", "verdict_event", "created_block",
-    "updated_block",
+    "updated_block", "dialect", "settled_amount", "refundable_amount", "pending_claim_amount",
+    "payout_receiver",
 )  # fmt: skip
 TASK_FIELDS: tuple[str, ...] = (
     "contract", "task_id", "status", "requester", "worker", "reward", "mode", "expiry_time",
@@ -50,7 +51,14 @@ TASK_FIELDS: tuple[str, ...] = (
     "refunded_amount", "created_block", "updated_block",
 )  # fmt: skip
 _AMOUNTS: dict[str, tuple[str, ...]] = {
-    "jobs": ("budget", "funded_amount", "paid_amount", "refunded_amount"),
+    "jobs": (
+        "budget",
+        "funded_amount",
+        "paid_amount",
+        "refunded_amount",
+        "settled_amount",
+        "refundable_amount",
+    ),
     "tasks": ("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
 }
 _INTENT_FIELDS = (
@@ -180,6 +188,11 @@ class ApiReads:
             for e in events
         ]
         out["intents"] = self._intents(contract, subject)
+        if kind == "jobs":
+            paused = self._tolerant(
+                lambda: queries.pause_state(conn, contract, chain_id=self.chain_id), None
+            )
+            out["contract_paused"] = bool(paused and paused[0])
         return out
 
     def _intents(self, contract: str, subject: str) -> list[dict[str, Any]]:
@@ -335,6 +348,8 @@ def _wire(kind: str, item: dict[str, Any]) -> dict[str, Any]:
     out = {k: item[k] for k in fields}
     for key in _AMOUNTS[kind]:
         out[key] = str(out[key])
+    if kind == "jobs" and out["pending_claim_amount"] is not None:
+        out["pending_claim_amount"] = str(out["pending_claim_amount"])
     if kind == "tasks":
         out["extra"] = {str(k): str(v) for k, v in item.get("extra", {}).items()}
     return out
