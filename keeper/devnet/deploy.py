@@ -64,6 +64,9 @@ class Deployment:
     emitter: str
     treasury: str
     start_block: int
+    # the ERC8183.sol-shaped escrow (claims, pause, hooks) and the hook it can block with
+    erc8183: str = ""
+    erc8183_hook: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +204,10 @@ def deploy_all(rpc_url: str, *, requester_only_timeout: bool = False) -> Deploym
     )
     multicall = deploy_contract(w3, DEPLOYER_KEY, "Multicall3")
     emitter = deploy_contract(w3, DEPLOYER_KEY, "EventEmitter")
+    erc8183 = deploy_contract(
+        w3, DEPLOYER_KEY, "ERC8183", treasury, PLATFORM_FEE_BPS, EVALUATOR_FEE_BPS
+    )
+    hook = deploy_contract(w3, DEPLOYER_KEY, "SwitchableHook")
     return Deployment(
         chain_id=int(w3.eth.chain_id),
         usdc=usdc,
@@ -212,4 +219,6 @@ def deploy_all(rpc_url: str, *, requester_only_timeout: bool = False) -> Deploym
         emitter=emitter,
         treasury=treasury.lower(),
         start_block=start_block,
+        erc8183=erc8183,
+        erc8183_hook=hook,
     )

@@ -53,6 +53,7 @@ def render_config(
     contracts = [
         ("commerce", "erc8183", deployment.commerce),
         ("legacy_commerce", "erc8183", deployment.legacy_commerce),
+        ("erc8183", "erc8183", deployment.erc8183),
         ("taskmarket", "taskmarket", deployment.taskmarket),
         ("taskmarket_strict", "taskmarket", deployment.taskmarket_strict),
     ]
@@ -71,6 +72,8 @@ def render_config(
         f"path = {_toml_str(str(workdir / DATABASE_NAME))}",
     ]
     for name, protocol, address in contracts:
+        if not address:  # a deployment from before that escrow existed
+            continue
         lines += [
             "",
             "[[contracts]]",

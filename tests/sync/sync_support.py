@@ -39,6 +39,7 @@ def write_config(
     contracts = [
         ("commerce", "erc8183", deployment.commerce),
         ("legacy_commerce", "erc8183", deployment.legacy_commerce),
+        ("erc8183", "erc8183", deployment.erc8183),
         ("taskmarket", "taskmarket", deployment.taskmarket),
         ("taskmarket_strict", "taskmarket", deployment.taskmarket_strict),
         ("emitter", "erc8183", deployment.emitter),
