@@ -100,6 +100,7 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
         settings=KeeperSettings(max_fee_cap=100 * 10**9, confirmations=1, min_balance_wei=10**15,
                                 multicall=multicall, batch_size=batch_size),
         chain_id=cfg.chain.chain_id, rpc=rpc, db=conn, signer=Signer(KEEPER_KEY),
+        contracts=cfg.contracts,
     )  # fmt: skip
     try:
         await indexer.backfill()

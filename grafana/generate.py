@@ -665,6 +665,22 @@ KEEPER = Dashboard(
             width=8,
         ),
         Panel(
+            "Contract dialects",
+            "The dialect each configured contract was detected or pinned to speak at start-up "
+            "(docs/protocols.md). undetermined: indexed, but the keeper leaves it alone; "
+            "`keeper status` says why.",
+            [
+                Target(
+                    by("contract, dialect, source", sel("keeper_contract_dialect"), "max"),
+                    "{{contract}}: {{dialect}} ({{source}})",
+                    instant=True,
+                )
+            ],
+            kind="stat",
+            width=24,
+            height=4,
+        ),
+        Panel(
             "Signer balance",
             "The keeper signer's native balance in ETH. Alert SignerBalanceLow fires under "
             "0.02; the keeper stops sending under keeper.min_balance_wei.",

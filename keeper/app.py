@@ -297,6 +297,7 @@ def run_config_check(config_path: str) -> int:
 
 
 def run_status(config_path: str, *, as_json: bool) -> int:
+    from keeper.store.dialects import load_dialects
     from keeper.store.queries import counts_by_status, status_summary
 
     cfg = load_config(config_path)
@@ -307,13 +308,18 @@ def run_status(config_path: str, *, as_json: bool) -> int:
     try:
         summary = dict(status_summary(conn, cfg.chain.chain_id))
         summary["counts"] = counts_by_status(conn)
+        summary["dialects"] = load_dialects(conn, cfg.chain.chain_id)
     finally:
         conn.close()
     if as_json:
         print(json.dumps(summary, sort_keys=True, default=str))
     else:
+        dialects = summary.pop("dialects")
         for key, value in sorted(summary.items()):
             print(f"{key:>20}: {value}")
+        for d in dialects:
+            said = d["dialect"] or "undetermined (indexed; the keeper leaves it alone)"
+            print(f"{'dialect ' + d['name']:>20}: {said} [{d['source']}] {d['reason']}")
     return 0
 
 

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from keeper import config_values as v
 from keeper.domain.model import Protocol
+from keeper.domain.protocols import dialect_named
 from keeper.errors import ConfigError
 from keeper.rpc.config import redact_url
 
@@ -92,6 +93,8 @@ class ContractConfig:
     protocol: Protocol
     address: str
     start_block: int = 0
+    # pin the contract's dialect (keeper.domain.dialects_*); "" detects it at start-up
+    dialect: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +212,7 @@ _CONTRACT: dict[str, _Key] = {
     "protocol": _Key(v.choice(*(p.value for p in Protocol)), env=v.env_str),
     "address": _Key(v.address, env=v.env_str),
     "start_block": _Key(v.nonneg_int, 0),
+    "dialect": _Key(v.string, "", env=v.env_str),
 }
 _HTTP_SOURCE: dict[str, _Key] = {
     "kind": _Key(v.string),
@@ -374,7 +378,13 @@ def _contracts(raw: object, problems: _Problems) -> tuple[ContractConfig, ...]:
             protocol=Protocol(values["protocol"]),
             address=values["address"],
             start_block=values["start_block"],
+            dialect=values["dialect"],
         )
+        if contract.dialect:
+            try:
+                dialect_named(contract.protocol, contract.dialect)
+            except KeyError as exc:
+                problems.add(f"{where}.dialect", str(exc.args[0]))
         if contract.name in seen_names:
             problems.add(
                 f"{where}.name",

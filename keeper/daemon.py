@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from keeper.act.detect import DialectBook, detect_all, publish_dialects
 from keeper.api.serve import ApiThread
 from keeper.app import build, check_chain_id, load, tune_gc
 from keeper.config import Config
@@ -61,6 +62,7 @@ class Daemon:
         self.verifier: Any = None
         self.api: ApiThread | None = None
         self.rpc_ok = False
+        self.dialects: DialectBook | None = None
 
     # status for the API
     def status(self) -> Mapping[str, Any]:
@@ -149,7 +151,16 @@ class Daemon:
             multicall=self.cfg.keeper.multicall,
             metrics=self.c.metrics,
             reorg_watch_blocks=self.cfg.chain.window,
+            contracts=self.cfg.contracts,
         )
+
+    async def detect_dialects(self) -> None:
+        """Which dialect each configured contract speaks; the keeper encodes with it."""
+        book = await detect_all(self.c.rpc, self.cfg.contracts)
+        publish_dialects(book, self.c.conn, self.cfg.chain.chain_id, self.c.metrics)
+        self.dialects = book
+        if self.keeper is not None:
+            self.keeper.dialects = book
 
     def build_verifier(self) -> None:
         if not self.cfg.verdicts.sources:
@@ -261,6 +272,8 @@ class Daemon:
             if not await self.until_done("check_chain_id", check_chain_id, self.c.rpc, self.cfg):
                 return 0
             self.rpc_ok = True
+            if not await self.until_done("detect_dialects", self.detect_dialects):
+                return 0
             if self.keeper is not None and not await self.until_done(
                 "keeper_recover", self.keeper.recover
             ):

@@ -234,6 +234,22 @@ class TestErrors:
             "'d e'",
         ]
 
+    def test_pinned_dialect_must_be_one_of_its_protocol(self) -> None:
+        """A pin names a dialect of the entry's own protocol; a wrong one lists the known."""
+        raw = minimal(
+            contracts=[
+                {"name": "t", "protocol": "taskmarket", "address": ADDR, "dialect": "TaskMarket"},
+                {"name": "c", "protocol": "erc8183", "address": ADDR.lower()[:-1] + "2",
+                 "dialect": "TaskMarket"},
+            ]
+        )  # fmt: skip
+        lines = problems(raw)
+        assert len(lines) == 1 and lines[0].startswith(
+            "contracts[1].dialect: unknown erc8183 dialect 'TaskMarket' (known: AgenticCommerce"
+        )
+        del raw["contracts"][1]
+        assert parse_config(raw, {}).contracts[0].dialect == "TaskMarket"
+
     def test_contracts_must_be_array_of_tables(self) -> None:
         """``[contracts]`` instead of ``[[contracts]]`` is a clear error."""
         assert problems(minimal(contracts={"name": "x"})) == [

@@ -1,4 +1,6 @@
-"""Calldata for the keeper's four actions and Multicall3, and what a revert means.
+"""Multicall3 calldata, subject words, and what a revert means.
+
+The keeper's own calls are encoded by their contract's dialect (``keeper.domain.dialects``).
 
 Pure: ABI encoding with eth_abi and 4-byte selectors, no web3 provider. The
 revert classifier decides the outcome of a simulation by the custom error's
@@ -13,9 +15,10 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 from eth_abi.abi import decode, encode
-from eth_utils.crypto import keccak
 
-from keeper.domain.planner import Action, ActionKind
+from keeper.domain.dialects import ErrorClass, selector
+from keeper.domain.model import Protocol
+from keeper.domain.protocols import classify_error
 
 __all__ = [
     "MULTICALL3_ADDRESS",
@@ -24,7 +27,6 @@ __all__ = [
     "classify_revert",
     "decode_aggregate3",
     "decode_revert",
-    "encode_action",
     "encode_aggregate3",
     "selector",
     "subject_topic",
@@ -34,17 +36,6 @@ __all__ = [
 MULTICALL3_ADDRESS: Final = "0xca11bde05977b3631167028862be2a173976ca11"
 
 
-def selector(signature: str) -> bytes:
-    """The 4-byte selector of a function or custom error signature."""
-    return keccak(text=signature)[:4]
-
-
-_ACTION_SIGNATURES: Final[dict[ActionKind, str]] = {
-    ActionKind.CLAIM_REFUND: "claimRefund(uint256)",
-    ActionKind.FINALIZE_VERDICT: "finalizeVerdict(bytes32)",
-    ActionKind.REFUND_EXPIRED: "refundExpired(bytes32)",
-    ActionKind.EVALUATOR_TIMEOUT: "evaluatorTimeout(bytes32)",
-}
 _AGGREGATE3: Final = selector("aggregate3((address,bool,bytes)[])")
 
 
@@ -61,11 +52,6 @@ def subject_word(subject: str) -> bytes:
 def subject_topic(subject: str) -> str:
     """The subject as the lowercase hex topic it appears as in an event's first indexed slot."""
     return "0x" + subject_word(subject).hex()
-
-
-def encode_action(action: Action) -> bytes:
-    """Calldata for ``action(subject)`` on the action's contract."""
-    return selector(_ACTION_SIGNATURES[action.action]) + subject_word(action.subject)
 
 
 def encode_aggregate3(calls: Sequence[tuple[str, bytes]], *, allow_failure: bool = True) -> bytes:
@@ -92,39 +78,27 @@ def decode_aggregate3(data: bytes) -> list[Call3Result]:
     return [Call3Result(bool(ok), bytes(ret)) for ok, ret in results]
 
 
-# Custom errors of both escrow contracts, by selector. A revert is "preempted"
-# when the subject already left the state the planner saw (someone else acted,
-# the verdict was appealed): nothing is wrong and nothing should be retried.
-_PREEMPTED: Final = ("InvalidStatus()",)
-# A permission revert is final for this keeper's key: retrying cannot help.
-_NOT_PERMITTED: Final = ("Unauthorized()",)
-_OTHER_KNOWN: Final = (
-    "NotExpired()",
-    "GracePeriodActive()",
-    "EvaluationWindowActive()",
-    "AppealWindowActive()",
-    "AppealWindowClosed()",
-    "JobNotFound()",
-    "TaskNotFound()",
-    "DeadlinePassed()",
-    "CallFailed(uint256,bytes)",
-)
-_NAMES: Final[dict[bytes, str]] = {
-    selector(sig): sig for sig in (*_PREEMPTED, *_NOT_PERMITTED, *_OTHER_KNOWN)
-}
 _ERROR_STRING: Final = selector("Error(string)")
 _PANIC: Final = selector("Panic(uint256)")
 
 SimVerdict: TypeAlias = Literal["ok", "preempted", "not_permitted", "reverted_in_simulation"]
 
+# Error classes that end an intent for good; every other class (not yet due, paused,
+# other) is ``reverted_in_simulation``, decided again once redecide_after_blocks pass.
+_FINAL: Final[dict[ErrorClass, SimVerdict]] = {
+    ErrorClass.PREEMPTED: "preempted",
+    ErrorClass.NOT_PERMITTED: "not_permitted",
+}
 
-def decode_revert(data: bytes | None) -> str:
+
+def decode_revert(data: bytes | None, protocol: Protocol | None = None) -> str:
     """A short human reason for revert bytes: custom error name, Error(string), Panic code."""
     if not data:
         return "reverted without data"
     head, body = data[:4], data[4:]
-    if head in _NAMES:
-        return _NAMES[head]
+    known = classify_error(data, protocol)
+    if known is not None:
+        return known[1]
     try:
         if head == _ERROR_STRING:
             (text,) = decode(["string"], body)
@@ -137,12 +111,18 @@ def decode_revert(data: bytes | None) -> str:
     return f"unknown error 0x{head.hex()}"
 
 
-def classify_revert(data: bytes | None) -> tuple[SimVerdict, str]:
-    """What a simulation revert means for the intent, and the decoded reason."""
-    head = (data or b"")[:4]
-    reason = decode_revert(data)
-    if head in {selector(s) for s in _PREEMPTED}:
-        return "preempted", reason
-    if head in {selector(s) for s in _NOT_PERMITTED}:
-        return "not_permitted", reason
-    return "reverted_in_simulation", reason
+def classify_revert(data: bytes | None, protocol: Protocol | None = None) -> tuple[SimVerdict, str]:
+    """What a simulation revert means for the intent, and the decoded reason.
+
+    Classified by selector against the protocol tables (``protocol``'s first), never by
+    message text; the reason names the error class when it is not final, so an operator
+    sees "not yet due" or "paused" apart from a genuine failure.
+    """
+    known = classify_error(data, protocol)
+    if known is None:
+        return "reverted_in_simulation", decode_revert(data, protocol)
+    klass, name = known
+    final = _FINAL.get(klass)
+    if final is not None:
+        return final, name
+    return "reverted_in_simulation", f"{name} ({klass.value})"

@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import structlog
 
 from keeper.act.chain import ChainRpc
+from keeper.act.detect import DialectBook, detect_all, publish_dialects
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.signer import Signer, load_signer
 from keeper.act.simulate import BATCHABLE
 from keeper.act.transactions import Transactions, outcome_of
-from keeper.config import KeeperConfig
+from keeper.config import ContractConfig, KeeperConfig
 from keeper.domain.fees import CapHit, suggest
 from keeper.domain.model import BlockHeader, JobState, TaskState
 from keeper.domain.planner import Action, plan
@@ -55,6 +56,7 @@ class Keeper:
         signer: Signer | None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        contracts: Sequence[ContractConfig] = (),
     ) -> None:
         if signer is None and not settings.dry_run:
             raise ValueError("a signer is required unless dry_run is set")
@@ -65,6 +67,10 @@ class Keeper:
         self.signer = signer
         self.metrics = metrics
         self.outcomes = OutcomeRecorder(self.store, metrics)
+        self.db = db
+        self.contracts = tuple(contracts)
+        # set by the daemon from its start-up detection, else detected at recover()
+        self.dialects: DialectBook | None = None
         self.tx = Transactions(
             settings=settings,
             chain_id=chain_id,
@@ -73,6 +79,7 @@ class Keeper:
             signer=signer,
             outcomes=self.outcomes,
             metrics=metrics,
+            encode=self._encode,
         )
         self.address = self.tx.address
         self._lock = asyncio.Lock()  # one nonce sequence per signer: one sender at a time
@@ -93,6 +100,7 @@ class Keeper:
         metrics: Metrics | None = None,
         environ: Mapping[str, str] | None = None,
         reorg_watch_blocks: int = REORG_WATCH_BLOCKS,
+        contracts: Sequence[ContractConfig] = (),
     ) -> Keeper:
         """The daemon's constructor: settings and signer from ``[keeper]`` (no signer in dry_run
         unless one is configured, so a dry run needs no key)."""
@@ -111,7 +119,13 @@ class Keeper:
             else None
         )
         return cls(
-            settings=settings, chain_id=chain_id, rpc=rpc, db=db, signer=signer, metrics=metrics
+            settings=settings,
+            chain_id=chain_id,
+            rpc=rpc,
+            db=db,
+            signer=signer,
+            metrics=metrics,
+            contracts=contracts,
         )
 
     # ------------------------------------------------------------------ entry points
@@ -139,6 +153,9 @@ class Keeper:
             if self.signer is not None:
                 summary.balance_ok = await self._check_balance()
             result = plan(jobs, tasks, head, self.settings.planner, self.store.denied())
+            book = self.dialects or DialectBook({})
+            # a contract whose dialect is undetermined is left alone (said once, at start-up)
+            result.actions = [a for a in result.actions if book.callable(a)]
             if self.signer is not None and not self.settings.dry_run:
                 self._retire_undue(result.actions)
             summary.reports = result.reports
@@ -166,6 +183,9 @@ class Keeper:
     # ------------------------------------------------------------------ recovery
 
     async def _recover(self) -> None:
+        if self.dialects is None:
+            self.dialects = await detect_all(self.rpc, self.contracts)
+            publish_dialects(self.dialects, self.db, self.chain_id, self.metrics)
         if self.signer is not None and not self.settings.dry_run:
             self.tx.restore_nonces()
             head = await self.rpc.get_block("latest")
@@ -174,6 +194,11 @@ class Keeper:
             await self.tx.reconcile(head, TickSummary(head=head.number))
             log.info("keeper_recovered", signer=self.address, next_nonce=self.tx.next_nonce)
         self._recovered = True
+
+    def _encode(self, action: Action) -> bytes:
+        if self.dialects is None:
+            raise RuntimeError("dialects are detected at recover(), before any call")
+        return self.dialects.encode(action)
 
     # ------------------------------------------------------------------ selection
 

@@ -7,14 +7,13 @@ every subject in one round trip; others one ``eth_call`` each.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from keeper.act.calls import (
     SimVerdict,
     classify_revert,
     decode_aggregate3,
-    encode_action,
     encode_aggregate3,
 )
 from keeper.act.chain import ChainRpc, revert_data
@@ -22,7 +21,10 @@ from keeper.domain.planner import Action, ActionKind
 from keeper.errors import FatalError
 from keeper.rpc.errors import ExecutionRevertedError
 
-__all__ = ["BATCHABLE", "MulticallUnavailable", "SimResult", "simulate"]
+__all__ = ["BATCHABLE", "Encoder", "MulticallUnavailable", "SimResult", "simulate"]
+
+# Calldata of one action in its contract's dialect (``DialectBook.encode``).
+Encoder = Callable[[Action], bytes]
 
 # Actions anyone may call: the same through Multicall3 as from our key. A
 # permissioned one (evaluatorTimeout on requester-only contracts) must come
@@ -50,26 +52,26 @@ class SimResult:
         return self.verdict == "ok"
 
 
-async def _single(rpc: ChainRpc, action: Action, block: int | str) -> SimResult:
+async def _single(rpc: ChainRpc, action: Action, block: int | str, encode: Encoder) -> SimResult:
     try:
-        await rpc.call(action.contract, encode_action(action), block)
+        await rpc.call(action.contract, encode(action), block)
     except ExecutionRevertedError as exc:
-        verdict, reason = classify_revert(revert_data(exc))
+        verdict, reason = classify_revert(revert_data(exc), action.protocol)
         return SimResult(action, verdict, reason)
     return SimResult(action, "ok")
 
 
 async def _batch(
-    rpc: ChainRpc, actions: Sequence[Action], block: int | str, multicall: str
+    rpc: ChainRpc, actions: Sequence[Action], block: int | str, multicall: str, encode: Encoder
 ) -> list[SimResult]:
-    data = encode_aggregate3([(a.contract, encode_action(a)) for a in actions])
+    data = encode_aggregate3([(a.contract, encode(a)) for a in actions])
     try:
         raw = await rpc.call(multicall, data, block)
     except ExecutionRevertedError as exc:
         # aggregate3 with allowFailure cannot revert for one subject: the batch
         # itself is broken (no Multicall3 there, out of gas). Fall back to singles.
         del exc
-        return [await _single(rpc, a, block) for a in actions]
+        return [await _single(rpc, a, block, encode) for a in actions]
     try:
         results = decode_aggregate3(raw)
     except Exception:  # empty or foreign return data: nothing like Multicall3 is there
@@ -83,7 +85,7 @@ async def _batch(
         if res.success:
             out.append(SimResult(action, "ok"))
         else:
-            verdict, reason = classify_revert(res.return_data)
+            verdict, reason = classify_revert(res.return_data, action.protocol)
             out.append(SimResult(action, verdict, reason))
     return out
 
@@ -95,6 +97,7 @@ async def simulate(
     *,
     multicall: str | None,
     batch_size: int,
+    encode: Encoder,
 ) -> list[SimResult]:
     """One result per action, in the input order."""
     results: dict[int, SimResult] = {}
@@ -102,9 +105,9 @@ async def simulate(
     if multicall and batchable:  # alone too: it is how they will be sent
         for start in range(0, len(batchable), batch_size):
             idx = batchable[start : start + batch_size]
-            chunk = await _batch(rpc, [actions[i] for i in idx], block, multicall)
+            chunk = await _batch(rpc, [actions[i] for i in idx], block, multicall, encode)
             results.update(zip(idx, chunk, strict=True))
     for i, action in enumerate(actions):
         if i not in results:
-            results[i] = await _single(rpc, action, block)
+            results[i] = await _single(rpc, action, block, encode)
     return [results[i] for i in range(len(actions))]

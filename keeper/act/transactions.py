@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import structlog
 
-from keeper.act.calls import SimVerdict, classify_revert, encode_action, encode_aggregate3
+from keeper.act.calls import SimVerdict, classify_revert, encode_aggregate3
 from keeper.act.chain import ChainRpc, failure_kind, revert_data
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.receipts import landed, moved_subject
@@ -32,7 +32,7 @@ from keeper.act.settings import (
     TickSummary,
 )
 from keeper.act.signer import Signer
-from keeper.act.simulate import BATCHABLE, MulticallUnavailable, SimResult, simulate
+from keeper.act.simulate import BATCHABLE, Encoder, MulticallUnavailable, SimResult, simulate
 from keeper.domain.fees import CapHit, FeeDecision, bump, suggest
 from keeper.domain.model import BlockHeader, Protocol
 from keeper.domain.nonces import NonceBook, find_gaps
@@ -76,8 +76,10 @@ class Transactions:
         signer: Signer | None,
         outcomes: OutcomeRecorder,
         metrics: Metrics | None,
+        encode: Encoder,
     ) -> None:
         self.settings = settings
+        self.encode = encode
         self.chain_id = chain_id
         self.rpc = rpc
         self.store = store
@@ -403,12 +405,18 @@ class Transactions:
                 block,
                 multicall=self.multicall,
                 batch_size=self.settings.batch_size,
+                encode=self.encode,
             )
         except MulticallUnavailable as exc:
             log.error("keeper_multicall_unavailable", error=str(exc))
             self.multicall = None
             return await simulate(
-                self.rpc, actions, block, multicall=None, batch_size=self.settings.batch_size
+                self.rpc,
+                actions,
+                block,
+                multicall=None,
+                batch_size=self.settings.batch_size,
+                encode=self.encode,
             )
 
     async def fee_history(self) -> Mapping[str, Any]:
@@ -420,8 +428,8 @@ class Transactions:
         if self.multicall is None or any(a.action not in BATCHABLE for a in actions):
             if len(actions) != 1:
                 raise ValueError("only batchable actions can share a transaction")
-            return actions[0].contract, encode_action(actions[0]), "call"
-        calls = [(a.contract, encode_action(a)) for a in actions]
+            return actions[0].contract, self.encode(actions[0]), "call"
+        calls = [(a.contract, self.encode(a)) for a in actions]
         return self.multicall, encode_aggregate3(calls), "batch"
 
     async def _estimate(self, to: str, data: bytes) -> int:
@@ -460,13 +468,13 @@ class Transactions:
         to, data, kind = self._payload(actions)
         probe = data
         if kind == "batch":
-            calls = [(a.contract, encode_action(a)) for a in actions]
+            calls = [(a.contract, self.encode(a)) for a in actions]
             probe = encode_aggregate3(calls, allow_failure=False)
         try:
             gas_limit = await self._estimate(to, probe)
         except ExecutionRevertedError as exc:
             if kind == "call" or not regate:
-                verdict, reason = classify_revert(revert_data(exc))
+                verdict, reason = classify_revert(revert_data(exc), actions[0].protocol)
                 if kind == "batch":
                     verdict, reason = "reverted_in_simulation", "batch estimate reverted"
                 self.outcomes.finish_many(intents, outcome_of(verdict), reason)

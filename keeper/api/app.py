@@ -224,10 +224,12 @@ class _Handlers:
         contracts = []
         addresses = set(self.names) | set(db["counts"])
         for address in sorted(addresses):
+            found = db["dialects"].get(address)
             contracts.append(
                 {
                     "name": self.names.get(address),
                     "address": address,
+                    "dialect": None if found is None else _dialect_view(found),
                     "counts": db["counts"].get(address, {}),
                     "locked": [
                         {k: v for k, v in r.items() if k != "contract"}
@@ -455,3 +457,9 @@ def make_app(
 
     app.on_cleanup.append(_close)
     return app
+
+
+def _dialect_view(found: Mapping[str, Any]) -> dict[str, Any]:
+    """A contract's recorded dialect, as /v1/status shows it."""
+    keys = ("dialect", "source", "diamond", "revision", "reason")
+    return {k: found[k] for k in keys}

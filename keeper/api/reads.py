@@ -31,6 +31,7 @@ from keeper.api.params import ListQuery, encode_cursor
 from keeper.store import queries
 from keeper.store import verifications as vstore
 from keeper.store.db import connect
+from keeper.store.dialects import load_dialects
 
 __all__ = ["JOB_FIELDS", "TASK_FIELDS", "ApiReads", "Page"]
 
@@ -305,8 +306,13 @@ class ApiReads:
                 backlog[str(row["action"])] = backlog.get(str(row["action"]), 0) + int(row["n"])
             elif row["outcome"] is not None:
                 outcomes[str(row["outcome"])] = outcomes.get(str(row["outcome"]), 0) + int(row["n"])
+        dialects: list[dict[str, Any]] = []
+        if self.chain_id is not None:
+            chain = self.chain_id
+            dialects = self._tolerant(lambda: load_dialects(conn, chain), [])
         return {
             "cursor": cursor,
+            "dialects": {d["contract"]: d for d in dialects},
             "indexed_block_timestamp": indexed_timestamp,
             "counts": counts,
             "keeper_backlog": backlog,

@@ -15,8 +15,10 @@ from web3 import Web3
 from web3.contract.contract import ContractFunction
 from web3.types import Nonce, TxParams, TxReceipt, Wei
 
+from keeper.config import ContractConfig
 from keeper.devnet.anvil import DEV_KEYS
 from keeper.devnet.contracts import load_artifact
+from keeper.domain.model import Protocol
 
 __all__ = [
     "EVALUATOR_FEE_BPS",
@@ -70,6 +72,27 @@ class Deployment:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def escrows(self) -> tuple[tuple[str, Protocol, str], ...]:
+        """(name, protocol, address) of every escrow the daemon follows on this devnet.
+
+        An escrow the deployment predates (empty address) is left out.
+        """
+        escrows = (
+            ("commerce", Protocol.ERC8183, self.commerce),
+            ("legacy_commerce", Protocol.ERC8183, self.legacy_commerce),
+            ("erc8183", Protocol.ERC8183, self.erc8183),
+            ("taskmarket", Protocol.TASKMARKET, self.taskmarket),
+            ("taskmarket_strict", Protocol.TASKMARKET, self.taskmarket_strict),
+        )
+        return tuple(e for e in escrows if e[2])
+
+    def contract_configs(self) -> tuple[ContractConfig, ...]:
+        """The escrows as ``[[contracts]]`` entries (the keeper detects their dialects)."""
+        return tuple(
+            ContractConfig(name, protocol, address, self.start_block)
+            for name, protocol, address in self.escrows()
+        )
 
 
 def connect(rpc_url: str) -> Web3:

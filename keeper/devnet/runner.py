@@ -50,13 +50,6 @@ def render_config(
 
     The verdict source uses ``{contract}`` because job ids restart at 1 on each escrow.
     """
-    contracts = [
-        ("commerce", "erc8183", deployment.commerce),
-        ("legacy_commerce", "erc8183", deployment.legacy_commerce),
-        ("erc8183", "erc8183", deployment.erc8183),
-        ("taskmarket", "taskmarket", deployment.taskmarket),
-        ("taskmarket_strict", "taskmarket", deployment.taskmarket_strict),
-    ]
     jobs_url = f"{evaluator_url}/v1/contracts/{{contract}}/jobs/{{jobId}}"
     content_url = f"{evaluator_url}/v1/content/{{hash}}"
     lines = [
@@ -71,14 +64,12 @@ def render_config(
         "[database]",
         f"path = {_toml_str(str(workdir / DATABASE_NAME))}",
     ]
-    for name, protocol, address in contracts:
-        if not address:  # a deployment from before that escrow existed
-            continue
+    for name, protocol, address in deployment.escrows():
         lines += [
             "",
             "[[contracts]]",
             f"name = {_toml_str(name)}",
-            f"protocol = {_toml_str(protocol)}",
+            f"protocol = {_toml_str(protocol.value)}",
             f"address = {_toml_str(address)}",
             f"start_block = {deployment.start_block}",
         ]

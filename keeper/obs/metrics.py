@@ -154,6 +154,14 @@ class Metrics:
             "keeper_pending_txs", "Keeper transactions sent and not yet final.", registry=r
         )
 
+        self.contract_dialect = Gauge(
+            "keeper_contract_dialect",
+            "The dialect each configured contract was found (or pinned) to speak; always 1. "
+            'dialect="undetermined": indexed, but the keeper leaves it alone.',
+            ["contract", "dialect", "source"],
+            registry=r,
+        )
+
         self.build_info = Gauge(
             "keeper_build_info",
             "Build information; the value is always 1.",

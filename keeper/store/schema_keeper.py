@@ -11,6 +11,9 @@ Three tables make sends idempotent across crashes:
 - ``keeper_attempt_intents``: which intents ride on which attempt (a Multicall3
   batch carries many).
 
+``keeper_dialects`` (migration 2) records the dialect found for each configured
+contract at the last start-up (``keeper.act.detect``), for ``keeper status``.
+
 Fees and values are TEXT (decimal) like every uint256 in this database.
 """
 
@@ -70,5 +73,20 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (attempt_id, intent_id)
     );
     CREATE INDEX keeper_attempt_intents_intent ON keeper_attempt_intents (intent_id)
+    """,
+    """
+    CREATE TABLE keeper_dialects (
+        chain_id INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        name TEXT NOT NULL,
+        protocol TEXT NOT NULL,
+        dialect TEXT,
+        source TEXT NOT NULL CHECK (source IN ('detected', 'pinned')),
+        diamond INTEGER NOT NULL,
+        revision INTEGER,
+        reason TEXT NOT NULL,
+        detected_at REAL NOT NULL,
+        PRIMARY KEY (chain_id, contract)
+    )
     """,
 ]

@@ -65,6 +65,7 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
             db=open_db(db or tmp_path / f"keeper{index}.db"),
             signer=Signer(KEEPER_KEYS[index]),
             metrics=metrics,
+            contracts=escrows.d.contract_configs(),
         )
 
     return build

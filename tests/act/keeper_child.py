@@ -1,7 +1,7 @@
 """A keeper in its own process, for SIGKILL tests: one tick, then it prints "done".
 
 Usage: ``python keeper_child.py '<json spec>'`` with the key in $KEEPER_PRIVATE_KEY.
-The spec names the database, the RPC URL and the jobs (JobState fields).
+The spec names the database, the RPC URL, the contracts and the jobs (JobState fields).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import sys
 from typing import Any
 
 from keeper.act import Keeper, KeeperSettings, load_signer
-from keeper.domain.model import JobState, JobStatus
+from keeper.config import ContractConfig
+from keeper.domain.model import JobState, JobStatus, Protocol
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.store.db import connect
@@ -33,6 +34,7 @@ async def main(spec: dict[str, Any]) -> None:
             rpc=rpc,
             db=conn,
             signer=load_signer(private_key_env="KEEPER_PRIVATE_KEY"),
+            contracts=[ContractConfig(n, Protocol(p), a) for n, p, a in spec["contracts"]],
         )
         head = await rpc.get_block("latest")
         assert head is not None

@@ -10,12 +10,15 @@ from keeper.act.calls import (
     classify_revert,
     decode_aggregate3,
     decode_revert,
-    encode_action,
     encode_aggregate3,
     selector,
     subject_topic,
+    subject_word,
 )
 from keeper.act.receipts import landed, moved_subject
+from keeper.domain.dialects import Dialect
+from keeper.domain.dialects_erc8183 import AGENTIC_COMMERCE, LEGACY_ACP
+from keeper.domain.dialects_taskmarket import TASKMARKET_CURRENT, TASKMARKET_PRE7
 from keeper.domain.model import Protocol
 from keeper.domain.planner import Action, ActionKind
 
@@ -28,33 +31,44 @@ def err(signature: str, *args: object, types: tuple[str, ...] = ()) -> bytes:
 
 
 class TestEncoding:
-    """Each action encodes to its Solidity selector plus the subject word."""
+    """Each action encodes by its contract's dialect: selector, subject word, constants."""
 
     @pytest.mark.parametrize(
-        ("kind", "subject", "signature", "word"),
+        ("dialect", "kind", "subject", "signature", "tail"),
         [
-            (ActionKind.CLAIM_REFUND, "7", "claimRefund(uint256)", (7).to_bytes(32, "big")),
+            (AGENTIC_COMMERCE, ActionKind.CLAIM_REFUND, "7", "claimRefund(uint256)", b""),
+            (LEGACY_ACP, ActionKind.CLAIM_REFUND, "7", "claimRefund(uint256)", b""),
             (
+                TASKMARKET_CURRENT,
+                ActionKind.REFUND_EXPIRED,
+                TASK,
+                "refundExpired(bytes32,uint256)",
+                bytes(32),  # requesterAgentId = 0
+            ),
+            (TASKMARKET_PRE7, ActionKind.REFUND_EXPIRED, TASK, "refundExpired(bytes32)", b""),
+            (
+                TASKMARKET_CURRENT,
                 ActionKind.FINALIZE_VERDICT,
                 TASK,
                 "finalizeVerdict(bytes32)",
-                bytes.fromhex("ab" * 32),
+                b"",
             ),
-            (ActionKind.REFUND_EXPIRED, TASK, "refundExpired(bytes32)", bytes.fromhex("ab" * 32)),
-            (
-                ActionKind.EVALUATOR_TIMEOUT,
-                TASK,
-                "evaluatorTimeout(bytes32)",
-                bytes.fromhex("ab" * 32),
-            ),
+            (TASKMARKET_PRE7, ActionKind.EVALUATOR_TIMEOUT, TASK, "evaluatorTimeout(bytes32)", b""),
         ],
     )
     def test_action_calldata(
-        self, kind: ActionKind, subject: str, signature: str, word: bytes
+        self, dialect: Dialect, kind: ActionKind, subject: str, signature: str, tail: bytes
     ) -> None:
-        """Selector from the signature, then the 32-byte subject."""
-        data = encode_action(Action(C, subject, kind, 0, Protocol.TASKMARKET))
-        assert data == keccak(text=signature)[:4] + word
+        """Selector from the signature, then the 32-byte subject, then the constants."""
+        data = dialect.encode(Action(C, subject, kind, 0, dialect.protocol))
+        assert data == keccak(text=signature)[:4] + subject_word(subject) + tail
+
+    def test_dialect_without_the_call(self) -> None:
+        """A dialect has no call for another protocol's action: encoding it is refused."""
+        with pytest.raises(KeyError, match="no claimRefund call"):
+            TASKMARKET_CURRENT.encode(
+                Action(C, TASK, ActionKind.CLAIM_REFUND, 0, Protocol.TASKMARKET)
+            )
 
     def test_subject_topic_matches_event_topic(self) -> None:
         """Job ids become left-padded words, task ids stay as they are."""
@@ -87,9 +101,17 @@ class TestRevertClassification:
         [
             (err("InvalidStatus()"), "preempted", "InvalidStatus()"),
             (err("Unauthorized()"), "not_permitted", "Unauthorized()"),
-            (err("NotExpired()"), "reverted_in_simulation", "NotExpired()"),
-            (err("GracePeriodActive()"), "reverted_in_simulation", "GracePeriodActive()"),
-            (err("AppealWindowActive()"), "reverted_in_simulation", "AppealWindowActive()"),
+            (err("NotExpired()"), "reverted_in_simulation", "NotExpired() (not_yet_due)"),
+            (
+                err("GracePeriodActive()"),
+                "reverted_in_simulation",
+                "GracePeriodActive() (not_yet_due)",
+            ),
+            (
+                err("AppealWindowActive()"),
+                "reverted_in_simulation",
+                "AppealWindowActive() (not_yet_due)",
+            ),
             (
                 err("Error(string)", "not allowed", types=("string",)),
                 "reverted_in_simulation",

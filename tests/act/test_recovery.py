@@ -97,6 +97,7 @@ def _spawn(escrows: Escrows, url: str, db: Path, ids: list[str]) -> subprocess.P
         "db": str(db),
         "url": url,
         "multicall": escrows.d.multicall,
+        "contracts": [[n, p.value, a] for n, p, a in escrows.d.escrows()],
         "jobs": [{**dataclasses.asdict(j), "status": int(j.status)} for j in escrows.jobs(ids)],
     }
     env = {**os.environ, "KEEPER_PRIVATE_KEY": KEEPER_KEYS[0]}

@@ -126,6 +126,7 @@ async def test_key_never_leaves_the_process(
             db=base.store.conn,
             signer=signer,
             metrics=metrics,
+            contracts=escrows.d.contract_configs(),
         )
         for _ in range(3):
             await keeper.tick(await rpc_head(rpc), escrows.jobs(ids), [])

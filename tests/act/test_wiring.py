@@ -45,6 +45,7 @@ async def test_dry_run_needs_no_key(escrows: Escrows, rpc: RpcClient, tmp_path: 
         db=open_db(tmp_path / "k.db"),
         multicall=escrows.d.multicall,
         environ={},
+        contracts=escrows.d.contract_configs(),
     )
     assert keeper.signer is None
     expiry = escrows.now() + 100

@@ -1,0 +1,51 @@
+"""The dialects found at start-up, kept so ``keeper status`` can show them offline."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["load_dialects", "record_dialects"]
+
+_COLS = "contract, name, protocol, dialect, source, diamond, revision, reason, detected_at"
+
+
+def record_dialects(
+    conn: sqlite3.Connection,
+    chain_id: int,
+    detections: Iterable[dict[str, Any]],
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Replace the chain's rows with this start-up's detections (one transaction)."""
+    now = clock()
+    rows = [
+        (chain_id, d["contract"], d["name"], d["protocol"], d["dialect"], d["source"],
+         int(bool(d["diamond"])), d["revision"], d["reason"], now)
+        for d in detections
+    ]  # fmt: skip
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM keeper_dialects WHERE chain_id = ?", (chain_id,))
+        conn.executemany(
+            f"INSERT INTO keeper_dialects (chain_id, {_COLS}) VALUES ({','.join('?' * 10)})",
+            rows,
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def load_dialects(conn: sqlite3.Connection, chain_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM keeper_dialects WHERE chain_id = ? ORDER BY name", (chain_id,)
+    ).fetchall()
+    keys = _COLS.split(", ")
+    out = []
+    for r in rows:
+        d = dict(zip(keys, tuple(r), strict=True))
+        d["diamond"] = bool(d["diamond"])
+        out.append(d)
+    return out
