@@ -310,9 +310,16 @@ class ApiReads:
         if self.chain_id is not None:
             chain = self.chain_id
             dialects = self._tolerant(lambda: load_dialects(conn, chain), [])
+        paused: dict[str, int] = {}
+        for d in dialects:
+            contract = str(d["contract"])
+            state = queries.pause_state(conn, contract, chain_id=self.chain_id)
+            if state is not None and state[0]:
+                paused[contract] = state[1]
         return {
             "cursor": cursor,
             "dialects": {d["contract"]: d for d in dialects},
+            "paused": paused,
             "indexed_block_timestamp": indexed_timestamp,
             "counts": counts,
             "keeper_backlog": backlog,
