@@ -1,5 +1,10 @@
 """Benchmark 3: 1,000 jobs expiring in one block, refunded by the keeper; batched vs single gas.
 
+The AgenticCommerce escrow is the measured pair; the same number of jobs on the
+ERC8183-shaped escrow (``claimRefund(uint256,bytes)``, 13-field getJob, uint48
+expiry) is refunded batched too, so the newest dialect takes the same code paths
+under load.
+
 The same chain state is replayed twice from an anvil snapshot: once with
 Multicall3 batching (``batch_size`` refunds per transaction), once with one
 transaction per refund. Blocks come every second (anvil interval mining, like
@@ -30,6 +35,7 @@ from keeper.store.states import live_jobs, live_tasks
 from keeper.sync.indexer import Indexer
 
 CLIENT_KEY = DEV_KEYS[1]
+PROVIDER_KEY = DEV_KEYS[2]  # ERC8183: the provider sets the budget
 KEEPER_KEY = DEV_KEYS[7]
 BUDGET = 10**6
 BLOCK_TIME = 1  # seconds (anvil interval mining takes whole seconds)
@@ -70,6 +76,46 @@ def funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:
         chain.set_automine(True)
 
 
+def erc8183_funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:
+    """``n`` Funded jobs on the ERC8183 escrow: createJob, setBudget (provider), fund."""
+    chain = ChainControl(url)
+    deployer, client = Sender(url, DEV_KEYS[0]), Sender(url, CLIENT_KEY)
+    provider = Sender(url, PROVIDER_KEY)
+    wait_receipts(url, [
+        deployer.send(d.usdc, calldata("mint(address,uint256)", ["address", "uint256"],
+                                       [client.address, BUDGET * n]), 200_000),
+        client.send(d.usdc, calldata("approve(address,uint256)", ["address", "uint256"],
+                                     [d.erc8183, BUDGET * n]), 200_000),
+    ])  # fmt: skip
+    create = calldata(
+        "createJob(address,address,uint48,string,address,uint256,bytes)",
+        ["address", "address", "uint48", "string", "address", "uint256", "bytes"],
+        [provider.address, "0x" + "e3" * 20, expired_at, "bench", "0x" + "00" * 20, 0, b""],
+    )
+    chain.set_automine(False)
+    try:
+        for start in range(1, n + 1, 200):
+            jobs = range(start, min(n, start + 199) + 1)
+            created = [client.send(d.erc8183, create, 400_000) for _ in jobs]
+            chain.mine()
+            wait_receipts(url, created)
+            hashes = []
+            for job in jobs:
+                hashes.append(provider.send(d.erc8183, calldata(
+                    "setBudget(uint256,address,uint256,bytes)",
+                    ["uint256", "address", "uint256", "bytes"], [job, d.usdc, BUDGET, b""]),
+                    200_000))  # fmt: skip
+                hashes.append(client.send(d.erc8183, calldata(
+                    "fund(uint256,address,uint256,bytes)",
+                    ["uint256", "address", "uint256", "bytes"], [job, d.usdc, BUDGET, b""]),
+                    200_000))  # fmt: skip
+            while rpc_call(url, "eth_getTransactionReceipt", [hashes[-1]]) is None:
+                chain.mine()
+            wait_receipts(url, hashes)
+    finally:
+        chain.set_automine(True)
+
+
 def keeper_gas(url: str, keeper_address: str, first: int, last: int) -> tuple[int, int, int]:
     """(transactions, total gas, refunds) the keeper got mined in blocks first..last."""
     txs = gas = refunds = 0
@@ -87,11 +133,13 @@ def keeper_gas(url: str, keeper_address: str, first: int, last: int) -> tuple[in
 
 
 async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
-                   multicall: str | None, batch_size: int) -> dict[str, Any]:  # fmt: skip
+                   multicall: str | None, batch_size: int,
+                   escrow: str = "commerce") -> dict[str, Any]:  # fmt: skip
     """Index, cross the deadline, and tick the keeper until every job is expired in the index."""
     chain = ChainControl(url)
-    name = "batched" if multicall else "single"
-    cfg = load_config(write_config(work, name, url, d, [("commerce", "erc8183", d.commerce)]))
+    name = ("batched" if multicall else "single") + ("" if escrow == "commerce" else f"-{escrow}")
+    address = str(getattr(d, escrow))
+    cfg = load_config(write_config(work, name, url, d, [(escrow, "erc8183", address)]))
     conn = connect(cfg.database.path)
     migrate(conn)
     rpc = build_rpc(cfg, None)
@@ -119,7 +167,7 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
             if indexer.start_cursor() >= head.number:
                 expired = conn.execute(
                     "SELECT count(*) FROM jobs WHERE contract = ? AND status = 'expired'",
-                    (d.commerce,),
+                    (address,),
                 ).fetchone()[0]
                 if expired == n:
                     done_at = time.perf_counter() - t0
@@ -133,7 +181,7 @@ async def run_mode(url: str, d: Deployment, n: int, expired_at: int, work: Path,
             raise RuntimeError(f"{name}: not every job was refunded within 120 s")
         last_refund = conn.execute(
             "SELECT max(block_number) FROM events WHERE contract = ? AND name = 'Refunded'",
-            (d.commerce,),
+            (address,),
         ).fetchone()[0]
         txs, gas, refunds = keeper_gas(url, keeper.address.lower(), deadline_block + 1,
                                        last_refund)  # fmt: skip
@@ -161,14 +209,20 @@ def bench_keeper(n: int, mode: str, batch_size: int = 50) -> Result:
         chain = ChainControl(node.url)
         expired_at = chain.timestamp() + 3600
         funded_jobs(node.url, d, n, expired_at)
+        erc8183_funded_jobs(node.url, d, n, expired_at)
         snap = chain.snapshot()
         batched = asyncio.run(run_mode(node.url, d, n, expired_at, Path(tmp), d.multicall,
                                        batch_size))  # fmt: skip
         chain.revert(snap)
+        snap = chain.snapshot()  # a snapshot is spent by its revert
         chain.set_automine(True)
         single = asyncio.run(run_mode(node.url, d, n, expired_at, Path(tmp), None, batch_size))
+        chain.revert(snap)
+        chain.set_automine(True)
+        erc8183 = asyncio.run(run_mode(node.url, d, n, expired_at, Path(tmp), d.multicall,
+                                       batch_size, escrow="erc8183"))  # fmt: skip
     res.details = {"jobs": n, "batch_size": batch_size, "block_time_s": BLOCK_TIME,
-                   "batched": batched, "single": single}  # fmt: skip
+                   "batched": batched, "single": single, "erc8183_batched": erc8183}  # fmt: skip
     res.add(f"blocks until {n:,} refunds, batched", batched["blocks"], "blocks", 3, higher=False)
     res.add(f"seconds until {n:,} refunds indexed, batched", batched["seconds"], "s")
     # one transaction per refund is the comparison for gas; the latency target is the
@@ -177,6 +231,8 @@ def bench_keeper(n: int, mode: str, batch_size: int = 50) -> Result:
     res.add(f"seconds until {n:,} refunds indexed, single", single["seconds"], "s")
     res.add("gas per refund, batched", batched["gas_per_refund"], "gas")
     res.add("gas per refund, single", single["gas_per_refund"], "gas")
+    res.add(f"blocks until {n:,} refunds, ERC8183 batched", erc8183["blocks"], "blocks")
+    res.add("gas per refund, ERC8183 batched", erc8183["gas_per_refund"], "gas")
     res.add("batched gas / single gas", batched["gas_per_refund"] / single["gas_per_refund"],
             "x", 0.6, higher=False)  # fmt: skip
     return res
