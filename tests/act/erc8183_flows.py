@@ -45,6 +45,7 @@ class Flows:
             tmp, "index", [escrows.url], escrows.d, finality="confirmations", confirmations=0
         )
         self.db = Path(cfg.database.path)
+        self.config = tmp / "index.toml"
         self.index = Harness(cfg)
 
     # ----- the parties -----

@@ -17,6 +17,7 @@ from erc8183_flows import CLAIM_REFUND, Flows
 from keeper_harness import CLIENT, DEPLOYER, PROVIDER, Escrows, address_of
 
 from keeper.api.reads import ApiReads
+from keeper.app import run_status
 from keeper.domain.planner import EVALUATION_GRACE_PERIOD, ReportKind
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
@@ -91,7 +92,7 @@ async def test_pending_claim_waits_visibly_then_refund(
 
 
 async def test_paused_escrow_gets_no_send_and_no_simulation(
-    flows: Flows, make_keeper: MakeKeeper, rpc: RpcClient
+    flows: Flows, make_keeper: MakeKeeper, rpc: RpcClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Paused: one gauge, nothing planned or simulated for blocks on end; unpaused: refund."""
     job = flows.job(600)
@@ -106,6 +107,12 @@ async def test_paused_escrow_gets_no_send_and_no_simulation(
         flows.e.control.mine()
     assert keeper.store.all_intents() == []
     assert sample(metrics, "keeper_contract_paused", contract="erc8183") == 1.0
+    # one status line, in `keeper status` and /v1/status's read model
+    assert run_status(str(flows.config), as_json=False) == 0
+    assert "paused erc8183: since block" in capsys.readouterr().out
+    api = ApiReads(flows.db, 31337)
+    assert list(api.status()["paused"]) == [flows.c]
+    api.close()
     flows.admin("unpause()")
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     flows.e.control.mine()
