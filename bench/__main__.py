@@ -49,6 +49,7 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
         "realtime": lambda: [bench_realtime(s.latency_fast, s.latency_slow,
                                             s.rpc_steady_seconds, mode)],
         "keeper": lambda: [bench_keeper(s.keeper_jobs, mode),
+                           bench_keeper(s.keeper_jobs, mode, kind="erc8183"),
                            bench_keeper(s.keeper_jobs, mode, kind="tasks")],
         "api": lambda: [bench_api(s.api_events, s.api_seconds, mode)],
         "page": lambda: [bench_status_page(s.page_events, mode)],

@@ -1,6 +1,7 @@
 """Benchmark 3: 1,000 escrows expiring in one block, refunded by the keeper; batched vs single.
 
-Run twice: ERC-8183 jobs (``claimRefund(uint256)``) and tasks on the task market diamond
+Run three times: ERC-8183 jobs on AgenticCommerce (``claimRefund(uint256)``) and on the
+ERC8183 escrow (``claimRefund(uint256,bytes)``), and tasks on the task market diamond
 (``refundExpired(bytes32,uint256)``, created through its trusted forwarder as on the
 deployed revision 21), each in the dialect the keeper detects at start-up.
 
@@ -55,7 +56,12 @@ def task_escrow(d: Deployment) -> Escrow:
     return Escrow("tasks", d.taskmarket, "taskmarket", "TaskExpired", "0xe4ec5a16")
 
 
+def erc8183_escrow(d: Deployment) -> Escrow:
+    return Escrow("jobs", d.erc8183, "erc8183", "Refunded", "0x7ca5472b")
+
+
 CLIENT_KEY = DEV_KEYS[1]
+PROVIDER_KEY = DEV_KEYS[2]  # ERC8183: the provider sets the budget
 KEEPER_KEY = DEV_KEYS[7]
 BUDGET = 10**6
 BLOCK_TIME = 1  # seconds (anvil interval mining takes whole seconds)
@@ -147,6 +153,46 @@ def _split_types(signature: str) -> list[str]:
     return [*out, cur] if cur else out
 
 
+def erc8183_funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:
+    """``n`` Funded jobs on the ERC8183 escrow: createJob, setBudget (provider), fund."""
+    chain = ChainControl(url)
+    deployer, client = Sender(url, DEV_KEYS[0]), Sender(url, CLIENT_KEY)
+    provider = Sender(url, PROVIDER_KEY)
+    wait_receipts(url, [
+        deployer.send(d.usdc, calldata("mint(address,uint256)", ["address", "uint256"],
+                                       [client.address, BUDGET * n]), 200_000),
+        client.send(d.usdc, calldata("approve(address,uint256)", ["address", "uint256"],
+                                     [d.erc8183, BUDGET * n]), 200_000),
+    ])  # fmt: skip
+    create = calldata(
+        "createJob(address,address,uint48,string,address,uint256,bytes)",
+        ["address", "address", "uint48", "string", "address", "uint256", "bytes"],
+        [provider.address, "0x" + "e3" * 20, expired_at, "bench", "0x" + "00" * 20, 0, b""],
+    )
+    chain.set_automine(False)
+    try:
+        for start in range(1, n + 1, 200):
+            jobs = range(start, min(n, start + 199) + 1)
+            created = [client.send(d.erc8183, create, 400_000) for _ in jobs]
+            chain.mine()
+            wait_receipts(url, created)
+            hashes = []
+            for job in jobs:
+                hashes.append(provider.send(d.erc8183, calldata(
+                    "setBudget(uint256,address,uint256,bytes)",
+                    ["uint256", "address", "uint256", "bytes"], [job, d.usdc, BUDGET, b""]),
+                    200_000))  # fmt: skip
+                hashes.append(client.send(d.erc8183, calldata(
+                    "fund(uint256,address,uint256,bytes)",
+                    ["uint256", "address", "uint256", "bytes"], [job, d.usdc, BUDGET, b""]),
+                    200_000))  # fmt: skip
+            while rpc_call(url, "eth_getTransactionReceipt", [hashes[-1]]) is None:
+                chain.mine()
+            wait_receipts(url, hashes)
+    finally:
+        chain.set_automine(True)
+
+
 def keeper_gas(url: str, keeper_address: str, first: int, last: int,
                refunded: str) -> tuple[int, int, int]:  # fmt: skip
     """(transactions, total gas, refunds) the keeper got mined in blocks first..last."""
@@ -236,8 +282,9 @@ async def run_mode(url: str, d: Deployment, escrow: Escrow, n: int, expired_at: 
 
 
 def bench_keeper(n: int, mode: str, batch_size: int = 50, *, kind: str = "jobs") -> Result:
-    """``kind`` "jobs": ERC-8183 claimRefund; "tasks": the diamond's refundExpired."""
-    res = Result("keeper" if kind == "jobs" else "keeper_tasks", mode)
+    """``kind`` "jobs": AgenticCommerce claimRefund(uint256); "erc8183": the ERC8183
+    escrow's claimRefund(uint256,bytes); "tasks": the diamond's refundExpired."""
+    res = Result({"jobs": "keeper", "erc8183": "keeper_erc8183"}.get(kind, "keeper_tasks"), mode)
     with AnvilProcess() as node, tempfile.TemporaryDirectory(prefix="bench-keep-") as tmp:
         d = deploy_all(node.url)
         chain = ChainControl(node.url)
@@ -245,6 +292,9 @@ def bench_keeper(n: int, mode: str, batch_size: int = 50, *, kind: str = "jobs")
         if kind == "jobs":
             funded_jobs(node.url, d, n, expired_at)
             escrow = job_escrow(d)
+        elif kind == "erc8183":
+            erc8183_funded_jobs(node.url, d, n, expired_at)
+            escrow = erc8183_escrow(d)
         else:
             expiring_tasks(node.url, d, n, expired_at)
             escrow = task_escrow(d)
@@ -257,7 +307,7 @@ def bench_keeper(n: int, mode: str, batch_size: int = 50, *, kind: str = "jobs")
                                       batch_size))  # fmt: skip
     res.details = {"escrows": kind, "count": n, "batch_size": batch_size,
                    "block_time_s": BLOCK_TIME, "batched": batched, "single": single}  # fmt: skip
-    what = "refunds" if kind == "jobs" else "task refunds"
+    what = "task refunds" if kind == "tasks" else "refunds"
     res.add(f"blocks until {n:,} {what}, batched", batched["blocks"], "blocks", 3, higher=False)
     res.add(f"seconds until {n:,} {what} indexed, batched", batched["seconds"], "s")
     # one transaction per refund is the comparison for gas; the latency target is the

@@ -296,7 +296,7 @@ def run_config_check(config_path: str) -> int:
 
 def run_status(config_path: str, *, as_json: bool) -> int:
     from keeper.store.dialects import load_dialects
-    from keeper.store.queries import counts_by_status, status_summary
+    from keeper.store.queries import counts_by_status, pause_state, status_summary
 
     cfg = load_config(config_path)
     if not Path(cfg.database.path).exists():
@@ -307,17 +307,26 @@ def run_status(config_path: str, *, as_json: bool) -> int:
         summary = dict(status_summary(conn, cfg.chain.chain_id))
         summary["counts"] = counts_by_status(conn)
         summary["dialects"] = load_dialects(conn, cfg.chain.chain_id)
+        paused = {}
+        for c in cfg.contracts:
+            state = pause_state(conn, c.address, chain_id=cfg.chain.chain_id)
+            if state is not None and state[0]:
+                paused[c.name] = state[1]
+        summary["paused"] = paused
     finally:
         conn.close()
     if as_json:
         print(json.dumps(summary, sort_keys=True, default=str))
     else:
         dialects = summary.pop("dialects")
+        paused = summary.pop("paused")
         for key, value in sorted(summary.items()):
             print(f"{key:>20}: {value}")
         for d in dialects:
             said = d["dialect"] or "undetermined (indexed; the keeper leaves it alone)"
             print(f"{'dialect ' + d['name']:>20}: {said} [{d['source']}] {d['reason']}")
+        for name, block in sorted(paused.items()):
+            print(f"{'paused ' + name:>20}: since block {block}; no refund until unpaused")
     return 0
 
 

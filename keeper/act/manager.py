@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from keeper.act.chain import ChainRpc
 from keeper.act.detect import DialectBook, detect_all, publish_dialects
+from keeper.act.guards import PauseWatch, apply_job_rules, hook_blocked_detail
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.signer import Signer, load_signer
@@ -70,6 +71,8 @@ class Keeper:
         self.contracts = tuple(contracts)
         # set by the daemon from its start-up detection, else detected at recover()
         self.dialects: DialectBook | None = None
+        self.pauses = PauseWatch(db, chain_id, self.contracts, metrics)
+        self._jobs: dict[tuple[str, str], JobState] = {}
         self.tx = Transactions(
             settings=settings,
             chain_id=chain_id,
@@ -151,8 +154,19 @@ class Keeper:
                 await self.tx.reconcile(head, summary)
             if self.signer is not None:
                 summary.balance_ok = await self._check_balance()
-            result = plan(jobs, tasks, head, self.settings.planner, self.store.denied())
             book = self.dialects or DialectBook({})
+            live = apply_job_rules(jobs, book)
+            self._jobs = {(j.contract, j.job_id): j for j in live}
+            summary.paused = self.pauses.paused()
+            result = plan(
+                live,
+                tasks,
+                head,
+                self.settings.planner,
+                self.store.denied(),
+                paused=summary.paused.keys(),
+                hook_blocked=self.store.hook_blocked(),
+            )
             # a contract whose dialect is undetermined is left alone (said once, at start-up)
             result.actions = [a for a in result.actions if book.callable(a)]
             if self.signer is not None and not self.settings.dry_run:
@@ -283,7 +297,10 @@ class Keeper:
             survivors = [r.action for r in results if r.ok]
             failed: dict[tuple[Outcome, str], list[Intent]] = {}
             for res in results:
-                if not res.ok:
+                hooked = hook_blocked_detail(res, self._jobs.get(_job_key(res.action)))
+                if hooked is not None:
+                    self.outcomes.finish_hook_blocked([by_key[_key(res.action)]], hooked)
+                elif not res.ok:
                     group = failed.setdefault((outcome_of(res.verdict), res.reason), [])
                     group.append(by_key[_key(res.action)])
             for (outcome, reason), intents in failed.items():
@@ -307,3 +324,7 @@ class Keeper:
 
 def _key(action: Action) -> tuple[str, str, str]:
     return (action.contract, action.subject, action.action.value)
+
+
+def _job_key(action: Action) -> tuple[str, str]:
+    return action.contract, action.subject

@@ -40,6 +40,22 @@ class OutcomeRecorder:
                 detail=detail,
             )
 
+    def finish_hook_blocked(self, intents: Sequence[Intent], detail: str) -> None:
+        """A hook reverted the refund: ended, counted as ``hook_blocked``, logged once as an
+        error (the planner keeps the job off the chain until the hook is detached)."""
+        self.store.set_outcome(
+            [i.id for i in intents], "reverted_in_simulation", status="done", detail=detail
+        )
+        for intent in intents:
+            self.count(intent, "hook_blocked")
+            log.error(
+                "keeper_hook_blocked",
+                action=intent.action,
+                contract=intent.contract,
+                subject=intent.subject,
+                detail=detail,
+            )
+
     def finish_ids(self, ids: Iterable[int], outcome: Outcome, detail: str) -> None:
         self.finish_many(self.store.intents(ids), outcome, detail)
 

@@ -95,5 +95,6 @@ class TickSummary:
     sent: int = 0  # transactions broadcast (new, replacement, cancel)
     simulated: list[SimResult] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
+    paused: dict[str, int] = field(default_factory=dict)  # contract -> Paused event block
     fee_cap: bool = False
     balance_ok: bool = True

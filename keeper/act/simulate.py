@@ -46,6 +46,7 @@ class SimResult:
     action: Action
     verdict: SimVerdict
     reason: str = ""
+    revert: bytes | None = None  # the revert data, for callers that look deeper (hooks)
 
     @property
     def ok(self) -> bool:
@@ -56,8 +57,9 @@ async def _single(rpc: ChainRpc, action: Action, block: int | str, encode: Encod
     try:
         await rpc.call(action.contract, encode(action), block)
     except ExecutionRevertedError as exc:
-        verdict, reason = classify_revert(revert_data(exc), action.protocol)
-        return SimResult(action, verdict, reason)
+        data = revert_data(exc)
+        verdict, reason = classify_revert(data, action.protocol)
+        return SimResult(action, verdict, reason, data)
     return SimResult(action, "ok")
 
 
@@ -86,7 +88,7 @@ async def _batch(
             out.append(SimResult(action, "ok"))
         else:
             verdict, reason = classify_revert(res.return_data, action.protocol)
-            out.append(SimResult(action, verdict, reason))
+            out.append(SimResult(action, verdict, reason, res.return_data))
     return out
 
 

@@ -233,6 +233,7 @@ class _Handlers:
                     "name": self.names.get(address),
                     "address": address,
                     "dialect": None if found is None else _dialect_view(found),
+                    "paused_since_block": db["paused"].get(address),
                     "counts": db["counts"].get(address, {}),
                     "locked": [
                         {k: v for k, v in r.items() if k != "contract"}

@@ -43,7 +43,8 @@ JOB_FIELDS: tuple[str, ...] = (
     "contract", "job_id", "status", "client", "provider", "evaluator", "hook", "token",
     "budget", "funded_amount", "paid_amount", "refunded_amount", "expired_at", "submitted_at",
     "deliverable", "reason", "description", "legacy", "verdict_event", "created_block",
-    "updated_block",
+    "updated_block", "dialect", "settled_amount", "refundable_amount", "pending_claim_amount",
+    "payout_receiver",
 )  # fmt: skip
 TASK_FIELDS: tuple[str, ...] = (
     "contract", "task_id", "status", "requester", "worker", "reward", "mode", "expiry_time",
@@ -53,7 +54,14 @@ TASK_FIELDS: tuple[str, ...] = (
     "refunded_amount", "created_block", "updated_block",
 )  # fmt: skip
 _AMOUNTS: dict[str, tuple[str, ...]] = {
-    "jobs": ("budget", "funded_amount", "paid_amount", "refunded_amount"),
+    "jobs": (
+        "budget",
+        "funded_amount",
+        "paid_amount",
+        "refunded_amount",
+        "settled_amount",
+        "refundable_amount",
+    ),
     "tasks": ("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
 }
 _DATA_VERSION = "PRAGMA data_version"
@@ -208,6 +216,11 @@ class ApiReads:
             for e in events
         ]
         out["intents"] = self._intents(contract, subject)
+        if kind == "jobs":
+            paused = self._tolerant(
+                lambda: queries.pause_state(conn, contract, chain_id=self.chain_id), None
+            )
+            out["contract_paused"] = bool(paused and paused[0])
         return out
 
     def _intents(self, contract: str, subject: str) -> list[dict[str, Any]]:
@@ -321,9 +334,16 @@ class ApiReads:
             elif row["outcome"] is not None:
                 outcomes[str(row["outcome"])] = outcomes.get(str(row["outcome"]), 0) + int(row["n"])
         dialects = [] if self.chain_id is None else load_dialects(conn, self.chain_id)
+        paused: dict[str, int] = {}
+        for d in dialects:
+            contract = str(d["contract"])
+            state = queries.pause_state(conn, contract, chain_id=self.chain_id)
+            if state is not None and state[0]:
+                paused[contract] = state[1]
         return {
             "cursor": cursor,
             "dialects": {d["contract"]: d for d in dialects},
+            "paused": paused,
             "indexed_block_timestamp": indexed_timestamp,
             "counts": counts,
             "keeper_backlog": backlog,
@@ -365,6 +385,8 @@ def _wire(kind: str, item: dict[str, Any]) -> dict[str, Any]:
     out = {k: item[k] for k in fields}
     for key in _AMOUNTS[kind]:
         out[key] = str(out[key])
+    if kind == "jobs" and out["pending_claim_amount"] is not None:
+        out["pending_claim_amount"] = str(out["pending_claim_amount"])
     if kind == "tasks":
         out["extra"] = {str(k): str(v) for k, v in item.get("extra", {}).items()}
     return out

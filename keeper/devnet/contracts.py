@@ -15,11 +15,14 @@ __all__ = ["ARTIFACT_NAMES", "load_abi", "load_artifact", "taskmarket_abi"]
 
 ARTIFACT_NAMES: tuple[str, ...] = (
     "AgenticCommerce",
+    "ERC8183",
+    "ERC8183EventEmitter",
     "EventEmitter",
     "LegacyAgenticCommerce",
     "LegacyTaskMarket",
     "MockUSDC",
     "Multicall3",
+    "SwitchableHook",
     "TaskMarket",
     "TaskMarketCoreFacet",
     "TaskMarketEvaluatorFacet",

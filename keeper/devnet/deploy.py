@@ -72,18 +72,26 @@ class Deployment:
     emitter: str
     treasury: str
     start_block: int
+    # the ERC8183.sol-shaped escrow (claims, pause, hooks) and the hook it can block with
+    erc8183: str = ""
+    erc8183_hook: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def escrows(self) -> tuple[tuple[str, Protocol, str], ...]:
-        """(name, protocol, address) of every escrow the daemon follows on this devnet."""
-        return (
+        """(name, protocol, address) of every escrow the daemon follows on this devnet.
+
+        An escrow the deployment predates (empty address) is left out.
+        """
+        escrows = (
             ("commerce", Protocol.ERC8183, self.commerce),
             ("legacy_commerce", Protocol.ERC8183, self.legacy_commerce),
+            ("erc8183", Protocol.ERC8183, self.erc8183),
             ("taskmarket", Protocol.TASKMARKET, self.taskmarket),
             ("taskmarket_legacy", Protocol.TASKMARKET, self.taskmarket_legacy),
         )
+        return tuple(e for e in escrows if e[2])
 
     def contract_configs(self) -> tuple[ContractConfig, ...]:
         """The escrows as ``[[contracts]]`` entries (the keeper detects their dialects)."""
@@ -260,6 +268,10 @@ def deploy_all(rpc_url: str) -> Deployment:
     )
     multicall = deploy_contract(w3, DEPLOYER_KEY, "Multicall3")
     emitter = deploy_contract(w3, DEPLOYER_KEY, "EventEmitter")
+    erc8183 = deploy_contract(
+        w3, DEPLOYER_KEY, "ERC8183", treasury, PLATFORM_FEE_BPS, EVALUATOR_FEE_BPS
+    )
+    hook = deploy_contract(w3, DEPLOYER_KEY, "SwitchableHook")
     return Deployment(
         chain_id=int(w3.eth.chain_id),
         usdc=usdc,
@@ -272,4 +284,6 @@ def deploy_all(rpc_url: str) -> Deployment:
         emitter=emitter,
         treasury=treasury.lower(),
         start_block=start_block,
+        erc8183=erc8183,
+        erc8183_hook=hook,
     )

@@ -40,6 +40,7 @@ from keeper.devnet.evaluator_service import (
     schemaeval_verdict,
     verdict_digest,
 )
+from keeper.devnet.traffic_erc8183 import ERC8183_SCENARIOS, ERC8183Traffic
 from keeper.domain.taskmodes import BOUNTY, CLAIM
 from keeper.obs.logging import get_logger
 
@@ -59,24 +60,33 @@ STEP_DRAIN_TIMEOUT = 30.0  # seconds a cancelled run waits for its in-flight ste
 SCENARIOS: tuple[str, ...] = (
     "job_complete",
     "job_reject_too_few",
+    "erc8183_complete",
     "task_finalize",
     "job_expire",
+    "erc8183_partial_expire",
     "job_reject_bad_piva",
     "task_appeal",
+    "erc8183_claim_pending",
     "legacy_complete",
     "job_tampered",
+    "erc8183_hook_blocked",
     "task_timeout",
     "job_reject_not_json",
+    "erc8183_paused",
     "task_expire",
     "legacy_expire",
+    "erc8183_abandoned",
     "job_abandoned",
     "task_accept",
+    "erc8183_open_budget",
     "job_open_budget",
     "task_timeout_requester",
     "task_update",
     "legacy_task_expire",
     "task_bounty",
 )
+if set(ERC8183_SCENARIOS) - set(SCENARIOS):  # pragma: no cover - caught at import
+    raise RuntimeError("an ERC8183 scenario is missing from the cycle")
 
 
 @dataclass(frozen=True)
@@ -120,7 +130,7 @@ def address_of(key: str) -> str:
     return str(Account.from_key(key).address)
 
 
-class TrafficGenerator:
+class TrafficGenerator(ERC8183Traffic):
     """Plays every party but the keeper on one deployment; ``step`` runs one scenario."""
 
     def __init__(
@@ -153,6 +163,12 @@ class TrafficGenerator:
         )
         self.forwarder = self._contract("TaskMarketForwarder", deployment.taskmarket_forwarder)
         self.legacy_tm = self._contract("LegacyTaskMarket", deployment.taskmarket_legacy)
+        self.erc8183 = self._contract("ERC8183", deployment.erc8183) if deployment.erc8183 else None
+        self.erc8183_hook = (
+            self._contract("SwitchableHook", deployment.erc8183_hook)
+            if deployment.erc8183_hook
+            else None
+        )
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self._serial = itertools.count(1)
@@ -183,6 +199,10 @@ class TrafficGenerator:
         if not self._ready:
             self._setup()
         name = next(self._cycle)
+        if name.startswith("erc8183_") and (self.erc8183 is None or not self._unless_paused()):
+            self.control.increase_time(self.timing.warp)
+            self._run_due()
+            return name
         try:
             getattr(self, f"_{name}")()
             self.counts[name] += 1
@@ -199,6 +219,7 @@ class TrafficGenerator:
         self._send(DEV_KEYS[0], self.usdc.functions.mint(client, 10**9 * USDC))
         for escrow in (self.commerce, self.legacy, self.taskmarket, self.legacy_tm):
             self._send(self.roles.client, self.usdc.functions.approve(escrow.address, 2**256 - 1))
+        self._setup_erc8183(address_of)
         self._ready = True
         log.info("devnet.traffic.ready", client=client.lower())
 

@@ -6,16 +6,27 @@ computed from the signature at import: abbreviations in documents are easy to
 mistype, a keccak of the signature is not.
 
 The decoder slices 32-byte ABI words directly instead of going through
-eth_abi: every event here has only static parameters, and the indexer decodes
-tens of thousands of logs a second. It is *total*: a log we cannot decode
-exactly (unknown topic0, wrong number of topics, wrong data length, dirty
-padding, out-of-range small ints) becomes an ``unknown`` event, kept raw and
-counted, never an exception — a hostile contract must not stop the indexer.
+eth_abi: the indexer decodes tens of thousands of logs a second. Static
+parameters are read at fixed offsets; the one dynamic type the protocols emit
+(``bytes``, in ERC8183's ``ClaimSubmitted``) takes a slower path that accepts
+only the canonical layout Solidity writes (tails in parameter order, right
+after the head, zero-padded). It is *total*: a log we cannot decode exactly
+(unknown topic0, wrong number of topics, wrong data length, dirty padding,
+out-of-range small ints, a non-canonical tail) becomes an ``unknown`` event,
+kept raw and counted, never an exception — a hostile contract must not stop
+the indexer.
+
+Contract-level events (``Paused``, role and fee changes) have no subject: their
+``subject_arg`` is empty and their events carry ``subject=None``.
 
 Argument names are the Solidity parameter names (``jobId``, ``client``...), so
 they match what web3.py's ``process_log`` returns. Value conventions:
 uint -> int, address -> lowercase ``0x`` + 40 hex, bytes32 -> ``0x`` + 64 hex,
-bytes4 -> ``0x`` + 8 hex, bool -> bool.
+bytes4 -> ``0x`` + 8 hex, bytes -> ``0x`` + hex, bool -> bool.
+
+Variants: ``current`` (AgenticCommerce shapes, and shapes every dialect
+shares), ``erc8183`` (shapes only the ERC8183.sol reference emits),
+``legacy`` (ACP), ``older`` (earlier task-market shapes).
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ __all__ = [
 
 CURRENT: Final = "current"
 LEGACY: Final = "legacy"
+ERC8183: Final = "erc8183"
 OLDER: Final = "older"
 PRE14: Final = "pre14"  # task market shapes replaced at revision 14
 RECOGNISED: Final = "recognised"  # known, not needed: kept with its name, not decoded
@@ -55,9 +67,13 @@ _ZERO28: Final = bytes(28)
 _ZERO31: Final = bytes(31)
 _HEX_ZERO24: Final = "0" * 24
 _HEX_ZERO56: Final = "0" * 56
-_SUPPORTED_TYPES: Final = frozenset(
-    {"uint256", "uint32", "uint16", "uint8", "address", "bytes32", "bytes4", "bool"}
-)
+_STATIC_TYPES: Final = frozenset(
+    {
+        "uint256", "uint64", "uint48", "uint32", "uint16", "uint8",
+        "address", "bytes32", "bytes4", "bool",
+    }
+)  # fmt: skip
+_DYNAMIC_TYPES: Final = frozenset({"bytes"})
 
 
 def topic0_of(signature: str) -> str:
@@ -74,20 +90,24 @@ class EventSpec:
     variant: str
     protocol: Protocol
     inputs: tuple[Input, ...]
-    subject_arg: str
+    subject_arg: str  # "" for a contract-level event
     topic0: str = field(init=False)
     n_topics: int = field(init=False)
+    # the head: one word per non-indexed parameter (the exact length when all are static)
     data_len: int = field(init=False)
+    dynamic: bool = field(init=False)
 
     def __post_init__(self) -> None:
         types = ",".join(t for _, t, _ in self.inputs)
         if self.signature != f"{self.name}({types})":
             raise ValueError(f"signature {self.signature!r} disagrees with inputs")
-        if any(t not in _SUPPORTED_TYPES for _, t, _ in self.inputs):
-            raise ValueError(f"{self.signature}: only static types are supported")
+        for _, t, indexed in self.inputs:
+            if t not in _STATIC_TYPES and (indexed or t not in _DYNAMIC_TYPES):
+                raise ValueError(f"{self.signature}: type {t} is not supported here")
         object.__setattr__(self, "topic0", topic0_of(self.signature))
         object.__setattr__(self, "n_topics", 1 + sum(1 for *_, ix in self.inputs if ix))
         object.__setattr__(self, "data_len", 32 * sum(1 for *_, ix in self.inputs if not ix))
+        object.__setattr__(self, "dynamic", any(t in _DYNAMIC_TYPES for _, t, _ in self.inputs))
 
 
 def _spec(
@@ -105,13 +125,17 @@ def _spec(
     job or task: it gets no subject and moves no projection.
     """
     inputs: list[Input] = []
-    for part in params.split(","):
+    for part in filter(None, (p.strip() for p in params.split(","))):
         words = part.split()
         indexed = len(words) == 3 and words[1] == "indexed"
         inputs.append((words[-1], words[0], indexed))
     signature = f"{name}({','.join(t for _, t, _ in inputs)})"
     subject_arg = "" if contract_level else subject or inputs[0][0]
     return EventSpec(name, signature, variant, protocol, tuple(inputs), subject_arg)
+
+
+def _contract_spec(name: str, params: str, variant: str = ERC8183) -> EventSpec:
+    return _spec(Protocol.ERC8183, name, params, variant, contract_level=True)
 
 
 _E = Protocol.ERC8183
@@ -141,6 +165,52 @@ SPECS: Final[tuple[EventSpec, ...]] = (
           "address indexed provider, address evaluator, uint256 expiredAt", LEGACY),
     _spec(_E, "ProviderSet", "uint256 indexed jobId, address indexed provider", LEGACY),
     _spec(_E, "BudgetSet", "uint256 indexed jobId, uint256 amount", LEGACY),
+    # ERC-8183 ERC8183.sol reference: actor-indexed setters, uint48 expiry, claims.
+    # An earlier ERC8183.sol emitted BudgetSet(uint256,address,uint256): the
+    # current-variant shape above, so it needs no entry of its own.
+    _spec(_E, "JobCreated", "uint256 indexed jobId, address indexed client, "
+          "address indexed provider, address evaluator, uint48 expiredAt, address hook", ERC8183),
+    _spec(_E, "ProviderSet", "uint256 indexed jobId, address indexed actor, "
+          "address indexed provider, uint256 agentId", ERC8183),
+    _spec(_E, "BudgetSet", "uint256 indexed jobId, address indexed actor, "
+          "address indexed token, uint256 amount", ERC8183),
+    _spec(_E, "PayoutReceiverSet", "uint256 indexed jobId, address indexed actor, "
+          "address indexed payoutReceiver", ERC8183),
+    _spec(_E, "Disbursed", "uint256 indexed jobId, address indexed receiver, bytes4 selector, "
+          "uint256 amount", ERC8183),
+    _spec(_E, "Settled", "uint256 indexed jobId, uint256 cumulativeAmount, uint256 delta",
+          ERC8183),
+    _spec(_E, "ClaimSubmitted", "uint256 indexed jobId, address indexed provider, "
+          "uint256 cumulativeAmount, uint256 delta, bytes32 deliverable, bytes optParams",
+          ERC8183),
+    _spec(_E, "ClaimSettled", "uint256 indexed jobId, address indexed settler, "
+          "uint256 cumulativeAmount, uint256 delta, bytes32 deliverable", ERC8183),
+    _spec(_E, "ClaimApproved", "uint256 indexed jobId, address indexed approver, "
+          "uint256 cumulativeAmount, uint256 delta, bytes32 deliverable", ERC8183),
+    _spec(_E, "ClaimRejected", "uint256 indexed jobId, address indexed rejector, bytes32 reason",
+          ERC8183),
+    _spec(_E, "HookDetached", "uint256 indexed jobId, address indexed hook", ERC8183),
+    # ERC8183.sol contract-level events: pause state (the keeper's business), and
+    # administration the keeper only needs to recognise as known.
+    _contract_spec("Paused", "address account", CURRENT),
+    _contract_spec("Unpaused", "address account", CURRENT),
+    _contract_spec("HookWhitelistUpdated", "address indexed hook, bool status"),
+    _contract_spec("PaymentTokenAllowlistUpdated", "address indexed token, bool status"),
+    _contract_spec("PlatformFeeUpdated", "uint256 feeBP, address indexed treasury"),
+    _contract_spec("EvaluatorFeeUpdated", "uint256 feeBP"),
+    _contract_spec("EmergencyWithdraw",
+                   "address indexed token, address indexed to, uint256 amount"),
+    _contract_spec("AuthorizationUsed", "address indexed signer, bytes32 indexed nonce"),
+    # OpenZeppelin access-control, UUPS-upgrade and EIP-712 events (both upgradeable references)
+    _contract_spec("RoleGranted", "bytes32 indexed role, address indexed account, "
+                   "address indexed sender", CURRENT),
+    _contract_spec("RoleRevoked", "bytes32 indexed role, address indexed account, "
+                   "address indexed sender", CURRENT),
+    _contract_spec("RoleAdminChanged", "bytes32 indexed role, bytes32 indexed previousAdminRole, "
+                   "bytes32 indexed newAdminRole", CURRENT),
+    _contract_spec("Upgraded", "address indexed implementation", CURRENT),
+    _contract_spec("Initialized", "uint64 version", CURRENT),
+    _contract_spec("EIP712DomainChanged", "", CURRENT),
     # Task market (ERC-8194 / ERC-8195) revision 21 diamond: the shapes the keeper needs
     _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
           "uint256 reward, bytes4 indexed mode, uint256 expiryTime, bool stakeRequired, "
@@ -212,13 +282,17 @@ RECOGNISED_SHAPES: Final[tuple[tuple[Protocol, str], ...]] = (
     (_T, "DefaultHooksSet(address[])"),
     (_T, "DiamondCut((address,uint8,bytes4[])[],address,bytes)"),
 )
-_RECOGNISED: Final[dict[str, tuple[Protocol, str]]] = {
-    topic0_of(sig): (p, sig[: sig.index("(")]) for p, sig in RECOGNISED_SHAPES
+_RECOGNISED: Final[dict[tuple[Protocol, str], str]] = {
+    (p, topic0_of(sig)): sig[: sig.index("(")] for p, sig in RECOGNISED_SHAPES
 }
 
-EVENTS: Final[Mapping[str, EventSpec]] = {s.topic0: s for s in SPECS}
+# Keyed by protocol too: both protocols' contracts emit OpenZeppelin's Paused(address)
+# and Unpaused(address), one topic0 that means "this escrow is paused" in each.
+EVENTS: Final[Mapping[tuple[Protocol, str], EventSpec]] = {
+    (s.protocol, s.topic0): s for s in SPECS
+}
 if len(EVENTS) != len(SPECS):  # pragma: no cover - a catalog typo, caught at import
-    raise RuntimeError("two event specs share a topic0")
+    raise RuntimeError("two event specs of one protocol share a topic0")
 
 
 def spec_for(name: str, variant: str = CURRENT) -> EventSpec:
@@ -298,6 +372,8 @@ def _word_bool(w: bytes) -> ArgValue | None:
 
 _TOPIC_DECODERS: Final[dict[str, Callable[[str], ArgValue | None]]] = {
     "uint256": _topic_uint,
+    "uint64": _topic_small(64),
+    "uint48": _topic_small(48),
     "uint32": _topic_small(32),
     "uint16": _topic_small(16),
     "uint8": _topic_small(8),
@@ -308,6 +384,8 @@ _TOPIC_DECODERS: Final[dict[str, Callable[[str], ArgValue | None]]] = {
 }
 _WORD_DECODERS: Final[dict[str, Callable[[bytes], ArgValue | None]]] = {
     "uint256": _word_uint,
+    "uint64": _word_small(64),
+    "uint48": _word_small(48),
     "uint32": _word_small(32),
     "uint16": _word_small(16),
     "uint8": _word_small(8),
@@ -329,12 +407,41 @@ def _plan(spec: EventSpec) -> _Plan:
             steps.append((name, _TOPIC_DECODERS[typ], topic_ix, True))
             topic_ix += 1
         else:
-            steps.append((name, _WORD_DECODERS[typ], offset, False))
+            # a dynamic parameter's head word is its tail's offset, resolved by _resolve_tails
+            dec = _word_uint if typ in _DYNAMIC_TYPES else _WORD_DECODERS[typ]
+            steps.append((name, dec, offset, False))
             offset += 32
     return tuple(steps)
 
 
-_PLANS: Final[dict[str, tuple[EventSpec, _Plan]]] = {s.topic0: (s, _plan(s)) for s in SPECS}
+def _resolve_tails(spec: EventSpec, args: dict[str, ArgValue], data: bytes) -> bool:
+    """Replace each ``bytes`` parameter's offset by its value; False unless canonical.
+
+    Canonical is what Solidity writes: each tail starts where the previous one
+    ends (the first right after the head), its length word is followed by the
+    bytes zero-padded to a word, and the last tail ends the data.
+    """
+    tail = spec.data_len
+    size = len(data)
+    for name, typ, indexed in spec.inputs:
+        if indexed or typ not in _DYNAMIC_TYPES:
+            continue
+        if args[name] != tail or tail + 32 > size:
+            return False
+        length = int.from_bytes(data[tail : tail + 32], "big")
+        start = tail + 32
+        end = start + length
+        padded = start + (length + 31) // 32 * 32
+        if padded > size or any(data[end:padded]):
+            return False
+        args[name] = "0x" + data[start:end].hex()
+        tail = padded
+    return tail == size
+
+
+_PLANS: Final[dict[tuple[Protocol, str], tuple[EventSpec, _Plan]]] = {
+    (s.protocol, s.topic0): (s, _plan(s)) for s in SPECS
+}
 # Every topic is 0x + 64 hex digits; checked on the joined tuple in one regex
 # pass (a per-character check costs more than the rest of the decode).
 _TOPICS_RE: Final = re.compile(r"0x[0-9a-f]{64}(?:\x000x[0-9a-f]{64})*", re.IGNORECASE)
@@ -365,13 +472,11 @@ def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
         return unknown_event(log, protocol, block_timestamp)
     if not joined.islower():
         topics = tuple(joined.lower().split("\x00"))
-    found = _PLANS.get(topics[0])
+    found = _PLANS.get((protocol, topics[0]))
     if found is None:
-        known = _RECOGNISED.get(topics[0])
-        if known is not None and known[0] is protocol:
-            return Event(
-                log.address, protocol, known[1], RECOGNISED, None, {}, log, block_timestamp
-            )
+        known = _RECOGNISED.get((protocol, topics[0]))
+        if known is not None:
+            return Event(log.address, protocol, known, RECOGNISED, None, {}, log, block_timestamp)
         return unknown_event(log, protocol, block_timestamp)
     spec, plan = found
     data = log.data
@@ -379,7 +484,7 @@ def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
         spec.protocol is not protocol
         or len(topics) != spec.n_topics
         or not isinstance(data, bytes)
-        or len(data) != spec.data_len
+        or (len(data) != spec.data_len and (not spec.dynamic or len(data) < spec.data_len))
     ):
         return unknown_event(log, protocol, block_timestamp)
     args: dict[str, ArgValue] = {}
@@ -388,7 +493,10 @@ def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
         if value is None:
             return unknown_event(log, protocol, block_timestamp)
         args[name] = value
-    # job ids are ints -> decimal strings; task ids are already 0x hex strings
+    if spec.dynamic and not _resolve_tails(spec, args, data):
+        return unknown_event(log, protocol, block_timestamp)
+    # job ids are ints -> decimal strings; task ids are already 0x hex strings;
+    # contract-level events (Paused, role changes) belong to no subject
     subject = str(args[spec.subject_arg]) if spec.subject_arg else None
     return Event(
         log.address, protocol, spec.name, spec.variant, subject, args, log, block_timestamp

@@ -151,6 +151,19 @@ class JobState:
     verdict_event: str | None = None
     refunded_amount: int = 0
     paid_amount: int = 0
+    # ERC8183.sol dialect: partial settlement, payout receiver and the pending claim
+    settled_amount: int = 0
+    payout_receiver: str | None = None
+    pending_claim_amount: int | None = None  # cumulative amount of the claim awaiting a verdict
+    # the dialect the job's own events are in: "erc8183", "agentic_commerce" or "legacy"
+    dialect: str = ""
+
+    @property
+    def refundable_amount(self) -> int:
+        """What claimRefund would return to the client now: the unsettled escrow, if funded."""
+        if self.status in (JobStatus.FUNDED, JobStatus.SUBMITTED):
+            return max(self.budget - self.settled_amount, 0)
+        return 0
 
 
 @dataclass(slots=True)

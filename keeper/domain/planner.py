@@ -13,7 +13,7 @@ boundary is the same ``head.timestamp >= due_at`` for every action (a strict
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeAlias
@@ -36,9 +36,13 @@ __all__ = [
     "plan_task",
 ]
 
-# ERC-8183 current reference: a Submitted job gives the evaluator one hour
-# after submission before the client may take the money back.
+# ERC-8183 AgenticCommerce and ERC8183: a Submitted job gives the evaluator one hour
+# (after submission in AgenticCommerce, after expiredAt in ERC8183) before the client
+# may take the money back.
 EVALUATION_GRACE_PERIOD = 3600
+# A claimRefund a hook reverted is not simulated again while the hook stays attached,
+# except once per this many blocks (the hook's owner may have relented).
+HOOK_BLOCKED_RETRY_BLOCKS = 1800
 
 
 class ActionKind(StrEnum):
@@ -60,6 +64,11 @@ class ReportKind(StrEnum):
     # a Bounty/Benchmark with active submissions: the requester must accept or reject
     # them; the contract refuses the refund (SubmissionsExist) and so do we
     SUBMISSIONS_PENDING_PAST_EXPIRY = "submissions_pending_past_expiry"
+    # ERC8183: a claim awaits the client's or evaluator's verdict; claimRefund would
+    # revert PendingClaimExists, so the refund waits for the claim to be resolved
+    CLAIM_PENDING_PAST_EXPIRY = "claim_pending_past_expiry"
+    # ERC8183: the job's hook reverted claimRefund; the admin must detach it
+    HOOK_BLOCKED = "hook_blocked"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +141,16 @@ _REFUNDABLE_TASK = frozenset(
 Denied: TypeAlias = Collection[tuple[str, str, str]]
 
 
+# (contract, subject) -> block at which the job's hook reverted claimRefund
+HookBlocked: TypeAlias = Mapping[tuple[str, str], int]
+
+
 def plan_job(job: JobState, now: int, config: PlannerConfig) -> Action | Report | None:
     """The claimRefund decision for one ERC-8183 job at chain time ``now``."""
     if job.expired_at <= 0:
         return None  # deadline not known yet (projection incomplete): never guess
+    if job.dialect == "erc8183":
+        return _plan_erc8183_job(job, now, config)
     due: int | None = None
     if job.status is JobStatus.FUNDED:
         due = job.expired_at
@@ -157,6 +172,30 @@ def plan_job(job: JobState, now: int, config: PlannerConfig) -> Action | Report 
             )
         if config.expire_open_unfunded:
             due = job.expired_at
+    if due is None or now < due:
+        return None
+    return Action(job.contract, job.job_id, ActionKind.CLAIM_REFUND, due, Protocol.ERC8183)
+
+
+def _plan_erc8183_job(job: JobState, now: int, config: PlannerConfig) -> Action | Report | None:
+    """ERC8183.sol's rules: grace from expiredAt, claims first, Open expires with no transfer."""
+    if now < job.expired_at:
+        return None
+    due: int | None = None
+    if job.status is JobStatus.FUNDED:
+        if job.pending_claim_amount is not None:
+            return Report(
+                job.contract,
+                job.job_id,
+                ReportKind.CLAIM_PENDING_PAST_EXPIRY,
+                f"claim of cumulative {job.pending_claim_amount} pending; "
+                f"expiredAt={job.expired_at}",
+            )
+        due = job.expired_at
+    elif job.status is JobStatus.SUBMITTED:
+        due = job.expired_at + EVALUATION_GRACE_PERIOD  # a pending claim does not block it
+    elif job.status is JobStatus.OPEN and config.expire_open_unfunded:
+        due = job.expired_at  # nothing is transferred, whatever the budget says
     if due is None or now < due:
         return None
     return Action(job.contract, job.job_id, ActionKind.CLAIM_REFUND, due, Protocol.ERC8183)
@@ -212,16 +251,44 @@ def plan(
     head: BlockHeader,
     config: PlannerConfig,
     denied: Denied = (),
+    *,
+    paused: Collection[str] = (),
+    hook_blocked: HookBlocked | None = None,
 ) -> PlanResult:
     """All actions due at ``head`` that belong to this keeper, plus reports.
 
     Reports are never sharded: every keeper sees the hazards. Actions come out
     oldest due first, then by contract and subject, so a batch limit always
     serves the longest-waiting escrows and two runs give the same order.
+
+    ``paused``: contracts whose last pause event was Paused; nothing is planned on them
+    (no simulation either), the caller says so once per contract. ``hook_blocked``: jobs
+    whose hook reverted claimRefund, with the block it happened at; while the job still
+    has a hook it is reported, not planned, until ``HOOK_BLOCKED_RETRY_BLOCKS`` pass.
     """
     now = head.timestamp
     result = PlanResult()
-    decisions: list[Action | Report | None] = [plan_job(j, now, config) for j in jobs]
+    blocked = hook_blocked or {}
+    decisions: list[Action | Report | None] = []
+    for job in jobs:
+        if job.contract in paused:
+            continue
+        decision = plan_job(job, now, config)
+        at = blocked.get((job.contract, job.job_id))
+        if (
+            isinstance(decision, Action)
+            and at is not None
+            and job.hook
+            and head.number < at + HOOK_BLOCKED_RETRY_BLOCKS
+        ):
+            decision = Report(
+                job.contract,
+                job.job_id,
+                ReportKind.HOOK_BLOCKED,
+                f"hook {job.hook} reverted claimRefund at block {at}; detach it "
+                "(batchDetachHook) to let the refund through",
+            )
+        decisions.append(decision)
     decisions += [plan_task(t, now, denied) for t in tasks]
     for decision in decisions:
         if isinstance(decision, Report):

@@ -121,6 +121,10 @@ class _JobCtx:
     token_reads: dict[str, Mapping[str, ArgValue]]  # block hash -> paymentToken result
 
 
+# JobCreated's shape names the dialect that emitted it
+_DIALECT_OF_VARIANT = {"erc8183": "erc8183", "current": "agentic_commerce", "legacy": "legacy"}
+
+
 def _job_created(st: JobState, e: Event, ctx: _JobCtx) -> None:
     a = e.args
     st.client = _str(a["client"])
@@ -129,6 +133,7 @@ def _job_created(st: JobState, e: Event, ctx: _JobCtx) -> None:
     st.expired_at = _int(a["expiredAt"])
     st.hook = _str(a.get("hook"))
     st.legacy = e.variant == "legacy"
+    st.dialect = _DIALECT_OF_VARIANT.get(e.variant, st.dialect)
     st.created_block = e.log.block_number
     st.status = JobStatus.OPEN
     job = ctx.reads.at(GET_JOB, e)
@@ -193,6 +198,28 @@ def _refunded(st: JobState, e: Event, ctx: _JobCtx) -> None:
     st.refunded_amount += _int(e.args["amount"])
 
 
+def _payout_receiver_set(st: JobState, e: Event, ctx: _JobCtx) -> None:
+    st.payout_receiver = _addr_or_none(e.args["payoutReceiver"])
+
+
+def _claim_submitted(st: JobState, e: Event, ctx: _JobCtx) -> None:
+    st.pending_claim_amount = _int(e.args["cumulativeAmount"])
+
+
+def _claim_resolved(st: JobState, e: Event, ctx: _JobCtx) -> None:
+    """ClaimApproved / ClaimRejected: nothing awaits a verdict any more (Settled moves money)."""
+    st.pending_claim_amount = None
+
+
+def _settled(st: JobState, e: Event, ctx: _JobCtx) -> None:
+    # cumulative, so a replayed or reordered Settled can never double-count
+    st.settled_amount = max(st.settled_amount, _int(e.args["cumulativeAmount"]))
+
+
+def _hook_detached(st: JobState, e: Event, ctx: _JobCtx) -> None:
+    st.hook = ""
+
+
 def _no_change(st: object, e: Event, ctx: object) -> None:
     """Fee events and the like: they move updated_block only."""
 
@@ -210,6 +237,14 @@ _JOB_HANDLERS: dict[str, Callable[[JobState, Event, _JobCtx], None]] = {
     "Refunded": _refunded,
     "PlatformFeePaid": _no_change,
     "EvaluatorFeePaid": _no_change,
+    "PayoutReceiverSet": _payout_receiver_set,
+    "ClaimSubmitted": _claim_submitted,
+    "ClaimApproved": _claim_resolved,
+    "ClaimRejected": _claim_resolved,
+    "ClaimSettled": _no_change,
+    "Settled": _settled,
+    "Disbursed": _no_change,
+    "HookDetached": _hook_detached,
 }
 
 
@@ -240,6 +275,8 @@ def reduce_job(
         if handler is not None:
             handler(st, e, ctx)
         st.updated_block = e.log.block_number
+    if st.status not in (JobStatus.OPEN, JobStatus.FUNDED, JobStatus.SUBMITTED):
+        st.pending_claim_amount = None  # a terminal job has no claim pending (the contract agrees)
     return st
 
 

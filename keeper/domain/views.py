@@ -31,6 +31,28 @@ class ViewSpec:
         return "(" + ",".join(t for _, t in self.outputs) + ")"
 
 
+# getJob of the ERC8183.sol dialect: same selector, 13 fields in a new order (uint48 times,
+# settled amount and payout receiver appended). decode_view("getJob") tells the two apart.
+GET_JOB_ERC8183 = ViewSpec(
+    "getJob(uint256)",
+    ("uint256",),
+    (
+        ("client", "address"),
+        ("status", "uint8"),
+        ("provider", "address"),
+        ("expiredAt", "uint48"),
+        ("evaluator", "address"),
+        ("submittedAt", "uint48"),
+        ("budget", "uint256"),
+        ("hook", "address"),
+        ("paymentToken", "address"),
+        ("providerAgentId", "uint256"),
+        ("description", "string"),
+        ("settledAmount", "uint256"),
+        ("payoutReceiver", "address"),
+    ),
+)
+
 VIEWS: Mapping[str, ViewSpec] = {
     "getJob": ViewSpec(
         "getJob(uint256)",
@@ -124,10 +146,76 @@ def encode_view(kind: str, subject: str) -> bytes:
 
 
 def decode_view(kind: str, data: bytes) -> dict[str, ArgValue]:
-    """Decode a view's return data into a flat mapping (raises on malformed data)."""
-    spec = VIEWS[kind]
+    """Decode a view's return data into a flat mapping (raises on malformed data).
+
+    ``getJob`` answers in one of two layouts (AgenticCommerce and legacy: 12
+    fields, description 5th; ERC8183: 13 fields, description 11th). The string's
+    head word tells them apart: it is the offset of the description's tail,
+    always 12 words in the first layout, 13 in the second.
+    """
+    if kind == "getJob":
+        return decode_get_job(data)
+    return _abi_decode_view(VIEWS[kind], data)
+
+
+def _abi_decode_view(spec: ViewSpec, data: bytes) -> dict[str, ArgValue]:
     (values,) = abi_decode([spec.output_type], data, strict=False)
     return {name: normalise(typ, v) for (name, typ), v in zip(spec.outputs, values, strict=True)}
+
+
+_WORD = 32
+_AC_DESCRIPTION_OFFSET = 12 * _WORD
+_ERC8183_DESCRIPTION_OFFSET = 13 * _WORD
+_ADDRESS_FIELDS = frozenset(name for name, typ in GET_JOB_ERC8183.outputs if typ == "address")
+_UINT_LIMITS = {"status": 1 << 8, "expiredAt": 1 << 48, "submittedAt": 1 << 48}
+
+
+def decode_get_job(data: bytes) -> dict[str, ArgValue]:
+    """``getJob`` in either layout; the ERC8183 one by a word slicer (eth_abi otherwise)."""
+    words = len(data) // _WORD
+    if words < 15 or int.from_bytes(data[:_WORD], "big") != _WORD:
+        return _abi_decode_view(VIEWS["getJob"], data)  # raises on malformed data
+    if _word(data, 1 + 4) == _AC_DESCRIPTION_OFFSET:
+        return _abi_decode_view(VIEWS["getJob"], data)
+    if _word(data, 1 + 10) != _ERC8183_DESCRIPTION_OFFSET:
+        return _abi_decode_view(VIEWS["getJob"], data)
+    fast = _fast_erc8183_job(data)
+    return fast if fast is not None else _abi_decode_view(GET_JOB_ERC8183, data)
+
+
+def _word(data: bytes, index: int) -> int:
+    return int.from_bytes(data[index * _WORD : (index + 1) * _WORD], "big")
+
+
+def _fast_erc8183_job(data: bytes) -> dict[str, ArgValue] | None:
+    """The canonical 13-field encoding sliced by hand; None for anything unusual.
+
+    None sends the data to eth_abi, which either decodes it (a valid but unusual
+    encoding) or raises, so this path never changes what is accepted.
+    """
+    out: dict[str, ArgValue] = {}
+    for i, (name, typ) in enumerate(GET_JOB_ERC8183.outputs):
+        chunk = data[(1 + i) * _WORD : (2 + i) * _WORD]
+        if name in _ADDRESS_FIELDS:
+            if any(chunk[:12]):
+                return None
+            out[name] = "0x" + chunk[12:].hex()
+        elif typ != "string":
+            value = int.from_bytes(chunk, "big")
+            if value >= _UINT_LIMITS.get(name, 1 << 256):
+                return None
+            out[name] = value
+    start = _WORD + _ERC8183_DESCRIPTION_OFFSET  # the tail, after the outer offset word
+    length = int.from_bytes(data[start : start + _WORD], "big")
+    end = start + _WORD + length
+    padded = start + _WORD + (length + _WORD - 1) // _WORD * _WORD
+    if padded > len(data) or any(data[end:padded]):
+        return None
+    try:
+        out["description"] = data[start + _WORD : end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return {name: out[name] for name, _ in GET_JOB_ERC8183.outputs}
 
 
 def normalise(typ: str, value: object) -> ArgValue:

@@ -170,6 +170,14 @@ class Metrics:
             registry=r,
         )
 
+        self.contract_paused = Gauge(
+            "keeper_contract_paused",
+            "1 while the contract's last Paused/Unpaused event is Paused (ERC8183): the keeper "
+            "plans and simulates nothing there until it is unpaused.",
+            ["contract"],
+            registry=r,
+        )
+
         self.build_info = Gauge(
             "keeper_build_info",
             "Build information; the value is always 1.",

@@ -201,7 +201,8 @@ def _job_row(chain_id: int, s: JobState) -> tuple[Any, ...]:
         str(s.budget), str(s.funded_amount), _sat(s.expired_at), _sat(s.submitted_at),
         s.status.label, int(s.status), s.deliverable, s.reason, s.description, int(s.legacy),
         s.created_block, s.updated_block, s.verdict_event, str(s.refunded_amount),
-        str(s.paid_amount),
+        str(s.paid_amount), str(s.settled_amount), s.payout_receiver,
+        None if s.pending_claim_amount is None else str(s.pending_claim_amount), s.dialect,
     )  # fmt: skip
 
 
@@ -218,7 +219,7 @@ def _task_row(chain_id: int, s: TaskState) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-_JOB_INSERT: Final = f"INSERT OR REPLACE INTO jobs VALUES ({','.join('?' * 23)})"
+_JOB_INSERT: Final = f"INSERT OR REPLACE INTO jobs VALUES ({','.join('?' * 27)})"
 _TASK_INSERT: Final = f"INSERT OR REPLACE INTO tasks VALUES ({','.join('?' * 29)})"
 
 
@@ -358,9 +359,15 @@ class IndexStore:
             return self._rollback(fork_point)
 
     def rebuild_all(self) -> None:
-        """Recompute every projection of this chain from stored events and reads."""
+        """Recompute every projection of this chain from stored events and reads.
+
+        Logs stored as unknown are decoded again first: a release that learns a
+        new event shape (a dialect) turns them into events, so ``keeper db
+        rebuild`` after an upgrade catches up without a resync.
+        """
         with self._transaction():
             c, cid = self.conn, self.chain_id
+            self._redecode_unknown()
             c.execute("DELETE FROM jobs WHERE chain_id = ?", (cid,))
             c.execute("DELETE FROM tasks WHERE chain_id = ?", (cid,))
             rows = c.execute(
@@ -381,6 +388,30 @@ class IndexStore:
             self._write_projections(self._groups(rows, reads, {}, use_cache=False))
 
     # --- internals --------------------------------------------------------------------
+
+    def _redecode_unknown(self) -> int:
+        """Give stored unknown logs that this release can decode their name and subject."""
+        c, cid = self.conn, self.chain_id
+        rows = c.execute(
+            f"SELECT {_LOAD_COLS} FROM events e {_TOKEN_JOIN} WHERE e.chain_id = ? "
+            "AND e.name IS NULL",
+            (cid,),
+        ).fetchall()
+        updates = []
+        for row in rows:
+            event = _load_event(row)
+            if event.name is not None:
+                log = event.log
+                updates.append(
+                    (event.name, event.variant, event.subject, _decoded_args_json(event.args),
+                     cid, log.block_hash, log.log_index)
+                )  # fmt: skip
+        c.executemany(
+            "UPDATE events SET name = ?, variant = ?, subject = ?, args_json = ? "
+            "WHERE chain_id = ? AND block_hash = ? AND log_index = ?",
+            updates,
+        )
+        return len(updates)
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -268,6 +268,19 @@ class IntentStore:
                 ],
             )
 
+    def hook_blocked(self) -> dict[tuple[str, str], int]:
+        """Jobs whose hook reverted claimRefund: (contract, subject) -> the decision block.
+
+        Stored as ``reverted_in_simulation`` with a detail starting ``hook_blocked``, so
+        no schema change; the planner keeps them off the chain while the hook stays.
+        """
+        rows = self.conn.execute(
+            "SELECT contract, subject, decided_block FROM keeper_intents WHERE chain_id = ?"
+            " AND outcome = 'reverted_in_simulation' AND detail LIKE 'hook_blocked%'",
+            (self.chain_id,),
+        ).fetchall()
+        return {(r[0], r[1]): int(r[2]) for r in rows}
+
     def denied(self) -> set[IntentKey]:
         """Actions that ended ``not_permitted``: the planner must route around them."""
         rows = self.conn.execute(

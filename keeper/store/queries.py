@@ -32,11 +32,15 @@ __all__ = [
     "list_jobs",
     "list_json",
     "list_tasks",
+    "pause_state",
+    "refundable",
     "status_summary",
 ]
 
 MAX_LIMIT: Final = 500
-_JOB_AMOUNTS: Final = ("budget", "funded_amount", "refunded_amount", "paid_amount")
+_JOB_AMOUNTS: Final = (
+    "budget", "funded_amount", "refunded_amount", "paid_amount", "settled_amount",
+)  # fmt: skip
 _TASK_AMOUNTS: Final = ("reward", "evaluator_stake", "paid_amount", "refunded_amount")
 _TERMINAL_TASKS: Final = ("accepted", "expired", "cancelled")
 # Escrow is held by a job only once funded; an Open job's budget is a promise.
@@ -144,8 +148,34 @@ def _job(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(zip(row.keys(), row, strict=True))
     for k in _JOB_AMOUNTS:
         out[k] = int(out[k])
+    claim = out.get("pending_claim_amount")
+    out["pending_claim_amount"] = None if claim is None else int(claim)
     out["legacy"] = bool(out["legacy"])
+    out["refundable_amount"] = refundable(out["status"], out["budget"], out["settled_amount"])
     return out
+
+
+def refundable(status: str, budget: int, settled: int) -> int:
+    """What claimRefund returns to the client now: budget - settled of a funded escrow."""
+    return max(budget - settled, 0) if status in _HOLDING_JOBS else 0
+
+
+def pause_state(
+    conn: sqlite3.Connection, contract: str, *, chain_id: int | None = None
+) -> tuple[bool, int] | None:
+    """(paused, block) after the contract's latest Paused/Unpaused event; None if it has none.
+
+    A query rather than a projection: the events table is already reorg-safe,
+    and the contract-level rows are found through the (contract, subject) index.
+    """
+    chain = " AND chain_id = ?" if chain_id is not None else ""
+    row = conn.execute(
+        "SELECT name, block_number FROM events WHERE contract = ? AND subject IS NULL "
+        f"AND name IN ('Paused', 'Unpaused'){chain} "
+        "ORDER BY block_number DESC, log_index DESC LIMIT 1",
+        (contract, *([chain_id] if chain_id is not None else [])),
+    ).fetchone()
+    return None if row is None else (row[0] == "Paused", int(row[1]))
 
 
 def _task(row: sqlite3.Row) -> dict[str, Any]:
@@ -341,13 +371,13 @@ def escrow_locked(conn: sqlite3.Connection, *, chain_id: int | None = None) -> l
             slot[2] += amount
 
     for row in conn.execute(
-        "SELECT contract, token, status, funded_amount, budget FROM jobs WHERE status IN "
-        f"('funded', 'submitted', 'open'){chain}",
+        "SELECT contract, token, status, funded_amount, budget, settled_amount FROM jobs "
+        f"WHERE status IN ('funded', 'submitted', 'open'){chain}",
         params,
     ):
         key = (str(row[0]), str(row[1]), "jobs")
-        if row[2] in _HOLDING_JOBS:
-            add(key, int(row[3]), True)
+        if row[2] in _HOLDING_JOBS:  # partial settlements have already left the escrow
+            add(key, max(int(row[3]) - int(row[5]), 0), True)
         elif int(row[4]) > 0:
             add(key, int(row[4]), False)
     for row in conn.execute(

@@ -137,7 +137,15 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_contract_status_page ON tasks (contract, status, created_block, task_id);
     CREATE INDEX tasks_status_page ON tasks (status, created_block, contract, task_id)
     """,
-    # 3: the status page's pictures. Events by kind and block time, covering the
+    # 3: the ERC8183.sol dialect's job fields: partial settlement, payout receiver, the
+    # pending claim (its cumulative amount), and the dialect the job's events are in
+    """
+    ALTER TABLE jobs ADD COLUMN settled_amount TEXT NOT NULL DEFAULT '0';
+    ALTER TABLE jobs ADD COLUMN payout_receiver TEXT;
+    ALTER TABLE jobs ADD COLUMN pending_claim_amount TEXT;
+    ALTER TABLE jobs ADD COLUMN dialect TEXT NOT NULL DEFAULT ''
+    """,
+    # 4: the status page's pictures. Events by kind and block time, covering the
     # subject (each chart reads one window of a few event kinds and joins the
     # projections by primary key, never touching the events table); jobs by refund
     # deadline (the timeline of what falls due); and each token's decimals() and

@@ -16,7 +16,7 @@ from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus, Verd
 LIVE_JOB_STATUSES: Final = ("open", "funded", "submitted")
 TERMINAL_TASK_STATUSES: Final = ("accepted", "expired", "cancelled")
 
-_JOB_INTS: Final = {"budget", "funded_amount", "refunded_amount", "paid_amount"}
+_JOB_INTS: Final = {"budget", "funded_amount", "refunded_amount", "paid_amount", "settled_amount"}
 _TASK_INTS: Final = {"reward", "evaluator_stake", "paid_amount", "refunded_amount"}
 
 
@@ -48,6 +48,9 @@ def job_from_row(row: sqlite3.Row) -> JobState:
             values["legacy"] = bool(row["legacy"])
         elif f.name in _JOB_INTS:
             values[f.name] = int(row[f.name])
+        elif f.name == "pending_claim_amount":
+            raw = row[f.name]
+            values[f.name] = None if raw is None else int(raw)
         elif f.name in columns:
             values[f.name] = row[f.name]
     return JobState(**values)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from keeper_harness import Escrows, MakeKeeper, open_db
+from keeper_harness import DEPLOYER, Escrows, MakeKeeper, open_db
 from structlog.testing import capture_logs
 
 from keeper.act.detect import DialectMismatchError, detect, detect_all, publish_dialects
@@ -35,10 +35,25 @@ async def test_each_devnet_shape_is_detected(escrows: Escrows, rpc: RpcClient) -
     assert found == {
         "commerce": ("AgenticCommerce", "detected", False),
         "legacy_commerce": ("LegacyACP", "detected", False),
+        "erc8183": ("ERC8183", "detected", False),
         "taskmarket": ("TaskMarket", "detected", True),
         "taskmarket_legacy": ("TaskMarketPre7", "detected", False),
     }
     assert book.detections[escrows.d.taskmarket].revision == 21
+
+
+async def test_erc8183_told_apart_even_paused(escrows: Escrows, rpc: RpcClient) -> None:
+    """The three ERC-8183 dialects by which claimRefund answers; a paused ERC8183 escrow
+    still answers its probes (EnforcedPause is revert data), and a wrong pin names why."""
+    escrows.call(DEPLOYER, escrows.d.erc8183, "pause()")
+    d = await detect(rpc, _contract("new", E, escrows.d.erc8183))
+    assert (d.dialect, d.source) == ("ERC8183", "detected")
+    with pytest.raises(DialectMismatchError) as err:
+        await detect(rpc, _contract("new", E, escrows.d.erc8183, "AgenticCommerce"))
+    assert "claimRefund(uint256) (5b7baf64) not answered" in str(err.value)
+    with pytest.raises(DialectMismatchError) as err:
+        await detect(rpc, _contract("old", E, escrows.d.commerce, "ERC8183"))
+    assert "claimRefund(uint256,bytes) (d2fd101b) not answered" in str(err.value)
 
 
 async def test_pinned_dialect_confirmed(escrows: Escrows, rpc: RpcClient) -> None:

@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from erc8183_flows import Flows
 from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
 from prometheus_client import CollectorRegistry
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper
-from keeper.domain.model import BlockHeader, JobStatus, Protocol
+from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
@@ -91,13 +92,17 @@ class TestLostReply:
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
 
-def _spawn(escrows: Escrows, url: str, db: Path, ids: list[str]) -> subprocess.Popen[str]:
+def _spawn(
+    escrows: Escrows, url: str, db: Path, ids: list[str], jobs: list[JobState] | None = None
+) -> subprocess.Popen[str]:
+    """A keeper child ticking once over ``jobs`` (default: the commerce jobs ``ids``)."""
+    states = escrows.jobs(ids) if jobs is None else jobs
     spec = {
         "db": str(db),
         "url": url,
         "multicall": escrows.d.multicall,
         "contracts": [[n, p.value, a] for n, p, a in escrows.d.escrows()],
-        "jobs": [{**dataclasses.asdict(j), "status": int(j.status)} for j in escrows.jobs(ids)],
+        "jobs": [{**dataclasses.asdict(j), "status": int(j.status)} for j in states],
     }
     env = {**os.environ, "KEEPER_PRIVATE_KEY": KEEPER_KEYS[0]}
     return subprocess.Popen(
@@ -194,6 +199,53 @@ class TestSigkill:
             nonce_of(escrows, KEEPER_KEYS[0]) == 1 == nonce_of(escrows, KEEPER_KEYS[0], "pending")
         )
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
+
+class TestSigkillERC8183:
+    """The same crash on the ERC8183 dialect: claimRefund(uint256,bytes), partly settled."""
+
+    @pytest.mark.parametrize(
+        "forwarded", [False, True], ids=["before-broadcast", "after-broadcast"]
+    )
+    async def test_one_refund_of_budget_minus_settled(
+        self,
+        escrows: Escrows,
+        rpc: RpcClient,
+        make_keeper: MakeKeeper,
+        tmp_path: Path,
+        forwarded: bool,
+    ) -> None:
+        """Killed mid-send and restarted: one attempt, one refund of exactly 600 of 900."""
+        flows = Flows(escrows, tmp_path)
+        try:
+            job = flows.job(600)
+            flows.approve(flows.submit_claim(job, 300))
+            (state,) = await flows.jobs()
+            escrows.control.mine_at(state.expired_at)
+            jobs = await flows.jobs()
+            before = flows.balance(address_of(CLIENT))
+            db = tmp_path / "keeper0.db"
+            with RpcProxy(escrows.url) as proxy:
+                if forwarded:
+                    proxy.rules.on(
+                        "eth_sendRawTransaction", drop_reply=1, drop_mode="timeout", delay=60
+                    )
+                else:
+                    proxy.rules.on("eth_sendRawTransaction", timeout=1, delay=60)
+                child = _spawn(escrows, proxy.url, db, [], jobs)
+                tx_hash = _kill_mid_send(child, proxy, escrows, db, forwarded)
+            keeper = make_keeper(db=db)
+            await keeper.recover()
+            for _ in range(3):
+                escrows.control.mine()
+                await keeper.tick(await head(rpc), await flows.jobs(), [])
+            [attempt] = keeper.store.all_attempts()
+            assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
+            assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+            assert flows.status(job) == 5
+            assert flows.balance(address_of(CLIENT)) - before == 600
+        finally:
+            await flows.index.close()
 
 
 class TestCrashBeforeSimulation:

@@ -22,6 +22,7 @@ from keeper.devnet.deploy import (
     connect,
     deploy_contract,
     send_call,
+    send_tx,
 )
 
 DEPLOYER = DEV_KEYS[0]
@@ -124,6 +125,8 @@ class Chain:
         self.forwarder = self.contract("TaskMarketForwarder", deployment.taskmarket_forwarder)
         self.multicall = self.contract("Multicall3", deployment.multicall)
         self.emitter = self.contract("EventEmitter", deployment.emitter)
+        self.erc8183 = self.contract("ERC8183", deployment.erc8183)
+        self.hook = self.contract("SwitchableHook", deployment.erc8183_hook)
 
     def contract(self, name: str, address: str) -> Contract:
         return self.w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_abi(name))
@@ -140,6 +143,13 @@ class Chain:
         if at is not None:
             self.control.set_next_timestamp(at)
         return send_call(self.w3, key, fn, gas=TX_GAS, check=False)
+
+    def send_raw(self, key: str, to: str, data: str, *, at: int | None = None) -> TxReceipt:
+        """Send raw calldata (a selector the ABI lacks) and return the receipt, reverted or not."""
+        if at is not None:
+            self.control.set_next_timestamp(at)
+        tx = {"to": Web3.to_checksum_address(to), "data": data}
+        return send_tx(self.w3, key, tx, gas=TX_GAS, check=False)  # type: ignore[arg-type]
 
     def revert_data(self, receipt: TxReceipt) -> str:
         trace = self.control.call(

@@ -75,6 +75,20 @@ def chain_state(rpc_url: str, d: Deployment) -> dict[str, Any]:
     )
     # status is the 4th of the 14 revision-21 fields
     out["tasks"] = Counter(tm.functions.getTask(bytes(x["topics"][1])).call()[3] for x in created)
+    new = contract("ERC8183", d.erc8183)
+    jobs = [new.functions.getJob(j).call() for j in range(1, new.functions.jobCounter().call() + 1)]
+    out["erc8183"] = Counter(job[1] for job in jobs)  # status is the 2nd of 13 fields
+    out["erc8183_partly_settled_expired"] = sum(1 for j in jobs if j[1] == EXPIRED and j[11] > 0)
+    for name, signature in (
+        ("paused", "Paused(address)"),
+        ("detached", "HookDetached(uint256,address)"),
+    ):
+        out[name] = len(
+            w3.eth.get_logs(
+                {"address": new.address, "fromBlock": d.start_block, "toBlock": "latest",
+                 "topics": ["0x" + keccak(text=signature).hex()]}
+            )
+        )  # fmt: skip
     return out
 
 
@@ -83,6 +97,11 @@ def done(state: dict[str, Any]) -> bool:
         all(state["commerce"][s] > 0 for s in (COMPLETED, REJECTED, EXPIRED))
         and state["legacy"][EXPIRED] > 0
         and all(state["tasks"][s] > 0 for s in (TASK_ACCEPTED, TASK_EXPIRED))
+        and state["erc8183"][COMPLETED] > 0
+        and state["erc8183"][EXPIRED] >= 3
+        and state["erc8183_partly_settled_expired"] > 0
+        and state["paused"] > 0
+        and state["detached"] > 0
     )
 
 
@@ -92,7 +111,9 @@ class TestRenderConfig:
     ) -> None:
         """The written TOML passes the daemon's own config validation with our addresses."""
         monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
-        d = Deployment(31337, *(f"0x{i:040x}" for i in range(1, 10)), start_block=3)
+        d = Deployment(
+            31337, *(f"0x{i:040x}" for i in range(1, 10)), start_block=3, erc8183=f"0x{10:040x}"
+        )
         path = tmp_path / "keeper.toml"
         path.write_text(
             render_config(
@@ -109,6 +130,7 @@ class TestRenderConfig:
         assert [(c.name, c.protocol, c.address, c.start_block) for c in cfg.contracts] == [
             ("commerce", "erc8183", d.commerce, 3),
             ("legacy_commerce", "erc8183", d.legacy_commerce, 3),
+            ("erc8183", "erc8183", d.erc8183, 3),
             ("taskmarket", "taskmarket", d.taskmarket, 3),
             ("taskmarket_legacy", "taskmarket", d.taskmarket_legacy, 3),
         ]

@@ -64,12 +64,41 @@ DOC_TOPICS = [
     ("TaskExpired(bytes32,address,uint256)", "e4ec5a16", "de"),
     ("TaskCancelled(bytes32,address,uint256)", "9954d682", "bc"),
     ("TaskReopened(bytes32)", "ae5c872b", "fa"),
+    # the ERC8183.sol dialect (PROTOCOLS.md section 1b gives prefixes only)
+    ("JobCreated(uint256,address,address,address,uint48,address)", "834a72f1", ""),
+    ("ProviderSet(uint256,address,address,uint256)", "21f4f63d", ""),
+    ("BudgetSet(uint256,address,address,uint256)", "e036e1e4", ""),
+    ("PayoutReceiverSet(uint256,address,address)", "90e1fcf3", ""),
+    ("ClaimSubmitted(uint256,address,uint256,uint256,bytes32,bytes)", "2fa4d424", ""),
+    ("ClaimSettled(uint256,address,uint256,uint256,bytes32)", "deb90a7a", ""),
+    ("ClaimApproved(uint256,address,uint256,uint256,bytes32)", "4ff0d1f3", ""),
+    ("ClaimRejected(uint256,address,bytes32)", "8184e1fe", ""),
+    ("Settled(uint256,uint256,uint256)", "321f57f4", ""),
+    ("Disbursed(uint256,address,bytes4,uint256)", "76eaee28", ""),
+    ("HookDetached(uint256,address)", "cde6a24b", ""),
+    ("Paused(address)", "62e78cea", ""),
+    ("Unpaused(address)", "5db9ee0a", ""),
+]
+# known but not needed by the keeper: recognised (never "unknown"), never projected
+KNOWN_ONLY = [
+    "HookWhitelistUpdated(address,bool)",
+    "PaymentTokenAllowlistUpdated(address,bool)",
+    "PlatformFeeUpdated(uint256,address)",
+    "EvaluatorFeeUpdated(uint256)",
+    "EmergencyWithdraw(address,address,uint256)",
+    "AuthorizationUsed(address,bytes32)",
+    "RoleGranted(bytes32,address,address)",
+    "RoleRevoked(bytes32,address,address)",
+    "RoleAdminChanged(bytes32,bytes32,bytes32)",
+    "Upgraded(address)",
+    "Initialized(uint64)",
+    "EIP712DomainChanged()",
 ]
 # task market events the keeper does not need: decoded and kept, moving no state
 NOT_NEEDED = {
     "StakeForfeited", "StakeReturned", "TaskRated", "RequesterReputation", "SelfAward",
     "BidSubmitted", "AuctionAccepted", "PitchSubmitted", "ProofSubmitted", "HookRegistered",
-    "HookCallFailed", "ForwarderUpdated", "Paused", "Unpaused", "FeesUpdated",
+    "HookCallFailed", "ForwarderUpdated", "FeesUpdated",
     "FeeRecipientUpdated", "ReputationRegistryUpdated", "OwnershipTransferred",
 }  # fmt: skip
 
@@ -79,6 +108,8 @@ def _strategy(typ: str) -> st.SearchStrategy[Any]:
         return st.integers(0, 2 ** int(typ[4:]) - 1)
     if typ == "address":
         return st.binary(min_size=20, max_size=20).map(lambda b: "0x" + b.hex())
+    if typ == "bytes":
+        return st.binary(max_size=100)
     if typ.startswith("bytes"):
         n = int(typ[5:])
         return st.binary(min_size=n, max_size=n)
@@ -150,10 +181,15 @@ class TestCatalog:
             spec = by_signature[signature]
             assert spec.topic0.startswith("0x" + prefix)
             assert spec.topic0.endswith(suffix)
-            assert EVENTS[spec.topic0] is spec
-        rest = {s.name for s in SPECS if s.signature not in {d[0] for d in DOC_TOPICS}}
+            assert EVENTS[spec.protocol, spec.topic0] is spec
+        for signature in KNOWN_ONLY:
+            assert by_signature[signature].topic0 == topic0_of(signature)
+            assert by_signature[signature].subject_arg == ""
+        documented = {d[0] for d in DOC_TOPICS} | set(KNOWN_ONLY)
+        rest = {s.name for s in SPECS if s.signature not in documented}
         assert rest == NOT_NEEDED
-        assert len(SPECS) == len(DOC_TOPICS) + len(NOT_NEEDED)
+        # Paused and Unpaused are documented once and specified for each protocol
+        assert len(SPECS) == len(DOC_TOPICS) + len(KNOWN_ONLY) + len(NOT_NEEDED) + 2
 
     def test_variants_are_labelled(self) -> None:
         """Legacy ERC-8183 and older task-market shapes carry their variant label."""
@@ -164,7 +200,9 @@ class TestCatalog:
         assert spec_for("TaskAccepted", "older").protocol is Protocol.TASKMARKET
         assert spec_for("TaskCreated", "pre14").data_len == 64
         assert spec_for("TaskCreated").data_len == 128
-        assert {s.variant for s in SPECS} == {"current", "legacy", "older", "pre14"}
+        assert spec_for("JobCreated", "erc8183").inputs[4] == ("expiredAt", "uint48", False)
+        assert spec_for("ClaimSubmitted", "erc8183").dynamic
+        assert {s.variant for s in SPECS} == {"current", "erc8183", "legacy", "older", "pre14"}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.variant}")
@@ -290,7 +328,7 @@ class TestDecodeLogs:
 
 
 def _emitter_function(spec: EventSpec) -> str:
-    """The devnet EventEmitter's function emitting this event shape."""
+    """The devnet emitter function emitting this event shape (see ``_emitter_of``)."""
     if spec.variant == "legacy":
         return f"emitLegacy{spec.name}"
     if spec.variant == "older" and spec.name == "TaskCreated":
@@ -333,6 +371,25 @@ def emitter(module_anvil: Any) -> Any:
     return w3.eth.contract(address=Web3.to_checksum_address(address), abi=abi)
 
 
+@pytest.fixture(scope="module")
+def erc8183_emitter(emitter: Any) -> Any:
+    """The ERC8183EventEmitter (the ERC8183.sol dialect's own shapes) on the same node."""
+    from keeper.devnet.contracts import load_abi
+    from keeper.devnet.deploy import deploy_contract
+
+    address = deploy_contract(emitter.w3, DEV_KEYS[0], "ERC8183EventEmitter")
+    abi = load_abi("ERC8183EventEmitter")
+    return emitter.w3.eth.contract(address=Web3.to_checksum_address(address), abi=abi)
+
+
+def _abi_signatures(contract: Any) -> set[str]:
+    return {
+        f"{e['name']}({','.join(i['type'] for i in e['inputs'])})"
+        for e in contract.abi
+        if e["type"] == "event"
+    }
+
+
 class TestRealChain:
     def _logs_of(self, emitter: Any, calls: list[Any]) -> list[Log]:
         from keeper.devnet.deploy import send_call
@@ -344,11 +401,21 @@ class TestRealChain:
         query = {"address": emitter.address, "fromBlock": start, "toBlock": w3.eth.block_number}
         return [_raw_to_log(raw) for raw in w3.eth.get_logs(query)]
 
-    def test_logs_emitted_on_anvil_decode_to_their_arguments(self, emitter: Any) -> None:
+    @pytest.mark.parametrize("which", ["EventEmitter", "ERC8183EventEmitter"])
+    def test_logs_emitted_on_anvil_decode_to_their_arguments(
+        self, which: str, emitter: Any, erc8183_emitter: Any
+    ) -> None:
         """Every event shape, emitted by a real contract on anvil, decodes to the values sent."""
+        target = erc8183_emitter if which == "ERC8183EventEmitter" else emitter
+        other = emitter if target is erc8183_emitter else erc8183_emitter
+        mine = _abi_signatures(target) - _abi_signatures(other)
+        if target is emitter:  # shapes both contracts declare are emitted by the older one
+            specs = [s for s in SPECS if s.signature in _abi_signatures(emitter)]
+        else:
+            specs = [s for s in SPECS if s.signature in mine]
         rng = random.Random(8183)
         sent: list[tuple[EventSpec, dict[str, Any]]] = []
-        for spec in SPECS:
+        for spec in specs:
             values: dict[str, Any] = {}
             for name, typ, _ in spec.inputs:
                 if typ.startswith("uint"):
@@ -356,14 +423,17 @@ class TestRealChain:
                     values[name] = rng.choice([0, 1, 2**bits - 1, rng.getrandbits(bits)])
                 elif typ == "address":
                     values[name] = Web3.to_checksum_address(rng.randbytes(20))
+                elif typ == "bytes":
+                    values[name] = rng.randbytes(rng.choice([0, 1, 32, 33, 70]))
                 elif typ == "bool":
-                    values[name] = rng.choice([True, False])
+                    values[name] = rng.random() < 0.5
                 else:
                     values[name] = rng.randbytes(int(typ[5:]))
             sent.append((spec, values))
-        calls = [getattr(emitter.functions, _emitter_function(s))(*v.values()) for s, v in sent]
-        logs = self._logs_of(emitter, calls)
-        assert len(logs) == len(SPECS)
+        fn = _emitter_function if target is emitter else (lambda s: f"emit{s.name}")
+        calls = [getattr(target.functions, fn(s))(*v.values()) for s, v in sent]
+        logs = self._logs_of(target, calls)
+        assert len(logs) == len(specs) > 10
         for (spec, values), log in zip(sent, logs, strict=True):
             event = decode_log(log, spec.protocol, 0)
             assert (event.name, event.variant) == (spec.name, spec.variant)
@@ -380,6 +450,13 @@ class TestRealChain:
             {},
         )
         assert decode_log(log, Protocol.ERC8183, 0).name is None  # another protocol's shape
+
+    def test_every_spec_is_emitted_by_one_of_the_emitters(
+        self, emitter: Any, erc8183_emitter: Any
+    ) -> None:
+        """The two devnet emitters together cover the whole catalog."""
+        covered = _abi_signatures(emitter) | _abi_signatures(erc8183_emitter)
+        assert {s.signature for s in SPECS} <= covered
 
     def test_noise_from_a_real_contract_is_unknown(self, emitter: Any) -> None:
         """Foreign events, a later TaskCreated shape and a malformed known topic0 are unknown."""
@@ -401,3 +478,49 @@ class TestRealChain:
         for log in logs:
             event = decode_log(log, Protocol.TASKMARKET, 0)
             assert (event.name, event.variant, event.subject) == (None, "unknown", None)
+
+
+class TestDynamicBytes:
+    """ClaimSubmitted's trailing ``bytes``: canonical tails decode, anything else is unknown."""
+
+    SPEC = spec_for("ClaimSubmitted", "erc8183")
+
+    def _claim(self, opt: bytes) -> tuple[tuple[str, ...], bytes]:
+        values = {
+            "jobId": 4,
+            "provider": "0x" + "0a" * 20,
+            "cumulativeAmount": 7,
+            "delta": 3,
+            "deliverable": b"\x05" * 32,
+            "optParams": opt,
+        }
+        return _encode(self.SPEC, values)
+
+    @pytest.mark.parametrize("opt", [b"", b"\x01", b"\xff" * 32, b"\x02" * 33])
+    def test_canonical_tails_decode(self, opt: bytes) -> None:
+        """Empty, short, word-sized and longer payloads round-trip."""
+        topics, payload = self._claim(opt)
+        event = decode_log(_log(topics, payload), Protocol.ERC8183, 0)
+        assert event.args["optParams"] == "0x" + opt.hex()
+        assert event.subject == "4"
+
+    def test_non_canonical_tails_are_unknown(self) -> None:
+        """A moved offset, dirty padding, a short or an over-long tail: all unknown, no raise."""
+        topics, payload = self._claim(b"\x01\x02")
+        head = self.SPEC.data_len
+        moved = payload[: head - 32] + (head + 32).to_bytes(32, "big") + payload[head:] + bytes(32)
+        dirty = payload[:-1] + b"\x01"
+        huge = payload[:head] + (2**255).to_bytes(32, "big") + payload[head + 32 :]
+        for bad in (moved, dirty, payload[:-32], payload + bytes(32), huge, payload[:head]):
+            assert decode_log(_log(topics, bad), Protocol.ERC8183, 0).name is None
+
+    @settings(max_examples=200, deadline=None)
+    @given(opt=st.binary(max_size=90), cut=st.integers(0, 200), flip=st.integers(0, 400))
+    def test_mangled_claims_never_raise(self, opt: bytes, cut: int, flip: int) -> None:
+        """Truncated or bit-flipped claim logs decode to a claim or to unknown, never raise."""
+        topics, payload = self._claim(opt)
+        data = bytearray(payload[: len(payload) - min(cut, len(payload))])
+        if data:
+            data[flip % len(data)] ^= 0x80
+        event = decode_log(_log(topics, bytes(data)), Protocol.ERC8183, 0)
+        assert event.name in (None, "ClaimSubmitted")

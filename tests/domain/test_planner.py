@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from keeper.domain.model import BlockHeader, JobState, JobStatus, TaskState, TaskStatus
 from keeper.domain.planner import (
     EVALUATION_GRACE_PERIOD,
+    HOOK_BLOCKED_RETRY_BLOCKS,
     Action,
     ActionKind,
     PlannerConfig,
@@ -289,3 +290,75 @@ def test_task_action_respects_contract_comparisons(
             assert status is TaskStatus.REVIEW and evaluation is not None and now > evaluation
         assert plan_task(state, decision.due_at - 1) is None
         assert plan_task(state, now + 1000) == decision
+
+
+class TestERC8183Rules:
+    """The ERC8183 dialect's deadlines, claims, pause and hook rules, to the second."""
+
+    @pytest.mark.parametrize(
+        ("state", "first_due"),
+        [
+            (job(JobStatus.FUNDED, dialect="erc8183"), T0),
+            # grace from expiredAt however early the submission was
+            (job(JobStatus.SUBMITTED, submitted_at=T0 - 7200, dialect="erc8183"),
+             T0 + EVALUATION_GRACE_PERIOD),
+            (job(JobStatus.SUBMITTED, submitted_at=None, dialect="erc8183"),
+             T0 + EVALUATION_GRACE_PERIOD),
+            # an Open job expires with no transfer: its budget is no hazard here
+            (job(JobStatus.OPEN, budget=900, funded_amount=0, dialect="erc8183"), T0),
+        ],
+    )  # fmt: skip
+    def test_first_due_second(self, state: JobState, first_due: int) -> None:
+        """Nothing one second early; the action on the first second allowed."""
+        assert plan_job(state, first_due - 1, ONE) is None
+        action = plan_job(state, first_due, ONE)
+        assert isinstance(action, Action) and action.due_at == first_due
+
+    def test_pending_claim_is_reported_not_refunded(self) -> None:
+        """A Funded job with a pending claim waits (report); a Submitted one does not."""
+        pending = job(JobStatus.FUNDED, dialect="erc8183", pending_claim_amount=3)
+        assert plan_job(pending, T0 - 1, ONE) is None
+        report = plan_job(pending, T0 + 50, ONE)
+        assert isinstance(report, Report)
+        assert report.kind is ReportKind.CLAIM_PENDING_PAST_EXPIRY
+        submitted = replace(pending, status=JobStatus.SUBMITTED)
+        assert isinstance(plan_job(submitted, T0 + EVALUATION_GRACE_PERIOD, ONE), Action)
+
+    def test_open_expiry_can_be_switched_off(self) -> None:
+        """expire_open_unfunded = false leaves expired Open jobs alone, budget or not."""
+        cfg = PlannerConfig(expire_open_unfunded=False)
+        assert plan_job(job(JobStatus.OPEN, dialect="erc8183"), T0 + 9, cfg) is None
+
+    def test_paused_contract_gets_nothing_planned(self) -> None:
+        """No action and no report on a paused contract; other contracts are unaffected."""
+        other = job(JobStatus.FUNDED, dialect="erc8183", contract="0x" + "99" * 20)
+        mine = job(JobStatus.FUNDED, dialect="erc8183")
+        result = plan([mine, other], [], head(T0), ONE, paused={C})
+        assert [a.contract for a in result.actions] == [other.contract]
+        assert result.reports == []
+
+    def test_hook_blocked_is_reported_until_detached_or_retry(self) -> None:
+        """While the hook is attached: a report, no action, until the retry interval ends;
+        with the hook detached the refund is planned at once."""
+        hooked = job(JobStatus.FUNDED, dialect="erc8183", hook="0x" + "4b" * 20)
+        blocked = {(C, "1"): 100}
+        result = plan([hooked], [], head(T0, number=101), ONE, hook_blocked=blocked)
+        assert result.actions == [] and [r.kind for r in result.reports] == [
+            ReportKind.HOOK_BLOCKED
+        ]
+        later = head(T0, number=100 + HOOK_BLOCKED_RETRY_BLOCKS)
+        assert len(plan([hooked], [], later, ONE, hook_blocked=blocked).actions) == 1
+        detached = replace(hooked, hook="")
+        result = plan([detached], [], head(T0, number=101), ONE, hook_blocked=blocked)
+        assert len(result.actions) == 1 and result.reports == []
+
+    def test_agentic_commerce_rules_unchanged(self) -> None:
+        """The same job in the AgenticCommerce dialect keeps its grace from submission and
+        its unfunded-Open hazard report."""
+        sub = job(JobStatus.SUBMITTED, submitted_at=T0 - 600, dialect="agentic_commerce")
+        action = plan_job(sub, T0 + 3000, ONE)
+        assert isinstance(action, Action) and action.due_at == T0 - 600 + EVALUATION_GRACE_PERIOD
+        open_ = job(JobStatus.OPEN, budget=900, funded_amount=0, dialect="agentic_commerce")
+        report = plan_job(open_, T0, ONE)
+        assert isinstance(report, Report)
+        assert report.kind is ReportKind.OPEN_JOB_WITH_BUDGET_EXPIRED

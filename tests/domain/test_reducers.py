@@ -201,6 +201,111 @@ class TestJobs:
         assert (st_.status, st_.created_block, st_.client) == (JobStatus.OPEN, 0, "")
 
 
+RECEIVER = "0x" + "e5" * 20
+
+
+class TestERC8183Jobs:
+    """The ERC8183.sol dialect: actor-indexed setters, claims, settlement, payout receiver."""
+
+    def _funded(self, c: Chain) -> list[Event]:
+        evs = [_job_created(c, 8, "erc8183", provider="0x" + "00" * 20)]
+        c.next_block()
+        evs.append(
+            c.ev(JOBS, "ProviderSet", "erc8183", jobId=8, actor=CLIENT, provider=PROVIDER,
+                 agentId=12)
+        )  # fmt: skip
+        evs.append(
+            c.ev(JOBS, "PayoutReceiverSet", "erc8183", jobId=8, actor=PROVIDER,
+                 payoutReceiver=RECEIVER)
+        )  # fmt: skip
+        evs.append(
+            c.ev(JOBS, "BudgetSet", "erc8183", jobId=8, actor=PROVIDER, token=TOKEN, amount=1000)
+        )
+        evs.append(c.ev(JOBS, "JobFunded", jobId=8, client=CLIENT, amount=1000))
+        return evs
+
+    def _claim(self, c: Chain, cumulative: int, delta: int) -> Event:
+        return c.ev(JOBS, "ClaimSubmitted", "erc8183", jobId=8, provider=PROVIDER,
+                    cumulativeAmount=cumulative, delta=delta, deliverable=DELIVERABLE,
+                    optParams=b"\x01\x02")  # fmt: skip
+
+    def test_every_field_from_the_new_shapes(self) -> None:
+        """Provider, receiver, token, budget and expiry come from the actor-indexed events."""
+        c = Chain()
+        evs = self._funded(c)
+        expiry = evs[0].args["expiredAt"]
+        st_ = reduce_job(JOBS, "8", evs, [])
+        assert (st_.provider, st_.payout_receiver, st_.token, st_.budget) == (
+            PROVIDER,
+            RECEIVER,
+            TOKEN,
+            1000,
+        )
+        assert (st_.expired_at, st_.dialect, st_.legacy) == (expiry, "erc8183", False)
+        assert (st_.status, st_.refundable_amount, st_.pending_claim_amount) == (
+            JobStatus.FUNDED,
+            1000,
+            None,
+        )
+
+    def test_claim_pending_then_approved_settles_part_of_the_budget(self) -> None:
+        """A submitted claim is pending; its approval settles it and shrinks the refund."""
+        c = Chain()
+        evs = self._funded(c)
+        c.next_block()
+        evs.append(self._claim(c, 300, 300))
+        pending = reduce_job(JOBS, "8", evs, [])
+        assert (pending.pending_claim_amount, pending.settled_amount) == (300, 0)
+        c.next_block()
+        evs.append(c.ev(JOBS, "Settled", "erc8183", jobId=8, cumulativeAmount=300, delta=300))
+        evs.append(
+            c.ev(JOBS, "ClaimApproved", "erc8183", jobId=8, approver=CLIENT,
+                 cumulativeAmount=300, delta=300, deliverable=DELIVERABLE)
+        )  # fmt: skip
+        evs.append(c.ev(JOBS, "PaymentReleased", jobId=8, provider=RECEIVER, amount=300))
+        st_ = reduce_job(JOBS, "8", evs, [])
+        assert (st_.pending_claim_amount, st_.settled_amount, st_.paid_amount) == (None, 300, 300)
+        assert st_.refundable_amount == 700
+
+    def test_rejected_claim_settles_nothing_and_expiry_clears_it(self) -> None:
+        """A rejected claim leaves the escrow whole; a terminal job has no claim pending."""
+        c = Chain()
+        evs = self._funded(c)
+        evs.append(self._claim(c, 500, 500))
+        evs.append(c.ev(JOBS, "ClaimRejected", "erc8183", jobId=8, rejector=CLIENT, reason=REASON))
+        st_ = reduce_job(JOBS, "8", evs, [])
+        assert (st_.pending_claim_amount, st_.refundable_amount) == (None, 1000)
+        evs.append(self._claim(c, 400, 400))
+        evs.append(c.ev(JOBS, "JobExpired", jobId=8))
+        done = reduce_job(JOBS, "8", evs, [])
+        assert (done.status, done.pending_claim_amount, done.refundable_amount) == (
+            JobStatus.EXPIRED,
+            None,
+            0,
+        )
+
+    def test_settled_is_cumulative_and_hook_detach_clears_the_hook(self) -> None:
+        """Settled carries the cumulative amount (never summed twice); HookDetached unhooks."""
+        c = Chain()
+        evs = [_job_created(c, 8, "erc8183", hook=RESOLVER)]
+        evs.append(c.ev(JOBS, "Settled", "erc8183", jobId=8, cumulativeAmount=200, delta=200))
+        evs.append(c.ev(JOBS, "Settled", "erc8183", jobId=8, cumulativeAmount=500, delta=300))
+        assert reduce_job(JOBS, "8", evs, []).hook == RESOLVER
+        evs.append(c.ev(JOBS, "HookDetached", "erc8183", jobId=8, hook=RESOLVER))
+        st_ = reduce_job(JOBS, "8", evs, [])
+        assert (st_.settled_amount, st_.hook) == (500, "")
+
+    def test_dialect_follows_the_created_shape(self) -> None:
+        """JobCreated's shape names the dialect: agentic_commerce, legacy or erc8183."""
+        for variant, dialect in (
+            ("current", "agentic_commerce"),
+            ("legacy", "legacy"),
+            ("erc8183", "erc8183"),
+        ):
+            c = Chain()
+            assert reduce_job(JOBS, "1", [_job_created(c, 1, variant)], []).dialect == dialect
+
+
 def _task_created(c: Chain, expiry: int, task: str = TASK) -> Event:
     return c.ev(
         TASKS,

@@ -28,6 +28,7 @@ REQUIRED = {
     "signer balance low": "SignerBalanceLow",
     "fee cap hit": "FeeCapHit",
     "RPC error rate high": "RpcErrorRateHigh",
+    "a hook reverts the refund": "RefundBlockedByHook",
 }
 RUNBOOK = re.compile(r"^docs/runbook\.md#[a-z0-9]+(?:-[a-z0-9]+)*$")
 RUNBOOK_DOC = ALERTS.parents[2] / "docs" / "runbook.md"

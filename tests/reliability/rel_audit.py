@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from sync_support import Harness
 
 from keeper.devnet.anvil import rpc_call
 from keeper.domain.planner import Action, PlannerConfig, plan
+from keeper.store.queries import pause_state
 from keeper.store.states import live_jobs, live_tasks
 
 __all__ = [
@@ -175,17 +176,44 @@ def effect_count(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-async def due_now(fresh: Harness, denied: Collection[tuple[str, str, str]]) -> list[Action]:
-    """Actions the planner would take at the node's head, from an index brought up to it."""
+async def due_now(
+    fresh: Harness,
+    denied: Collection[tuple[str, str, str]],
+    hook_blocked: Mapping[tuple[str, str], int] | None = None,
+) -> list[Action]:
+    """Actions the planner would take at the node's head, from an index brought up to it.
+
+    Like the daemon's keeper, nothing is due on a contract paused at that head (the
+    traffic may stop before its admin unpauses), nor on a job whose hook blocked the
+    refund (the traffic may stop before the admin detaches it).
+    """
     await fresh.to_head()
     head = await fresh.rpc.get_block("latest")
     assert head is not None
     chain_id = fresh.cfg.chain.chain_id
+    paused = set()
+    for c in fresh.cfg.contracts:
+        state = pause_state(fresh.conn, c.address, chain_id=chain_id)
+        if state is not None and state[0]:
+            paused.add(c.address)
     result = plan(
         live_jobs(fresh.conn, chain_id), live_tasks(fresh.conn, chain_id), head,
-        PlannerConfig(), denied,
+        PlannerConfig(), denied, paused=paused, hook_blocked=hook_blocked,
     )  # fmt: skip
     return result.actions
+
+
+def hook_blocked_in(db: Path) -> dict[tuple[str, str], int]:
+    """Jobs whose hook blocked the daemon's refund (ended hook_blocked, see IntentStore)."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT contract, subject, decided_block FROM keeper_intents "
+            "WHERE outcome = 'reverted_in_simulation' AND detail LIKE 'hook_blocked%'"
+        ).fetchall()
+        return {(str(a), str(b)): int(n) for a, b, n in rows}
+    finally:
+        conn.close()
 
 
 def denied_in(db: Path) -> set[tuple[str, str, str]]:

@@ -22,6 +22,7 @@ from rel_audit import (
     due_now,
     effect_count,
     effect_repeats,
+    hook_blocked_in,
     integrity,
     stale_open_intents,
     unsettled_intents,
@@ -78,7 +79,7 @@ async def converge_and_check(
             head = await asyncio.to_thread(chain.block_number)
             assert await daemon.wait_indexed(head, 60), daemon.tail()
             await asyncio.sleep(0.3)  # one keeper tick on that head
-            due = list(await due_now(fresh, denied_in(db)))
+            due = list(await due_now(fresh, denied_in(db), hook_blocked_in(db)))
             unsettled = list(unsettled_intents(db))
             if not due and not unsettled:
                 break

@@ -18,9 +18,12 @@ from sync_support import (
 
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
+from keeper.devnet.traffic import SCENARIOS
 
-# every scenario of the traffic generator runs at least twice
-TRAFFIC_STEPS = 24
+# every scenario of the traffic generator runs at least once, and the deadlines of the
+# first cycle's expiring ones pass (ten warps after their scenario) while the slowest
+# review (the requester-only market, twelve warps) is still open
+TRAFFIC_STEPS = len(SCENARIOS) + 9
 
 
 @pytest.fixture
@@ -72,6 +75,22 @@ async def test_realtime_and_backfill_agree_on_every_lifecycle(
             (deployed.commerce,),
         ).fetchone()[0]
         assert described >= 1
+        # ERC8183: every field from the new shapes, the description through its 13-field getJob
+        row = live.conn.execute(
+            "SELECT count(*), sum(description LIKE '%schema%'), sum(settled_amount != '0'), "
+            "sum(payout_receiver IS NOT NULL), min(expired_at), sum(provider != '') "
+            "FROM jobs WHERE contract = ? AND dialect = 'erc8183'",
+            (deployed.erc8183,),
+        ).fetchone()
+        count, described_new, settled, receivers, expiry, providers = row
+        assert count >= 5 and described_new == count == providers
+        assert settled >= 1 and receivers >= 1 and expiry > 0
+        paused = live.conn.execute(
+            "SELECT count(*) FROM events WHERE contract = ? AND name = 'Paused' "
+            "AND subject IS NULL",
+            (deployed.erc8183,),
+        ).fetchone()[0]
+        assert paused >= 1
         # amounts are exact decimal strings
         budgets = [r[0] for r in live.conn.execute("SELECT budget FROM jobs")]
         assert all(isinstance(b, str) and b.isdigit() for b in budgets)

@@ -298,3 +298,44 @@ def _edit_first_report(conn: sqlite3.Connection) -> None:
         "UPDATE verification_reports "
         "SET report_json = replace(report_json, 'unavailable', 'verified') WHERE revision_count = 0"
     )
+
+
+class TestERC8183Layout:
+    """Verification reads the description through ERC8183's 13-field getJob."""
+
+    async def test_verified_on_the_erc8183_escrow(
+        self, module_anvil: AnvilProcess, evaluator: EvaluatorServer
+    ) -> None:
+        from keeper.devnet.anvil import DEV_KEYS
+        from keeper.devnet.contracts import load_abi
+        from keeper.devnet.deploy import deploy_contract
+
+        w3 = Web3(HTTPProvider(module_anvil.url))
+        address = deploy_contract(w3, DEV_KEYS[0], "ERC8183", w3.eth.accounts[9], 100, 50)
+        escrow = w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_abi("ERC8183"))
+        commerce = Commerce(w3, escrow, module_anvil.url)
+        client, provider, judge = (w3.eth.accounts[i] for i in (0, 1, 2))
+        expiry = int(w3.eth.get_block("latest")["timestamp"]) + 3600
+        fns = escrow.functions
+        commerce.transact(
+            fns.createJob(provider, judge, expiry, DESCRIPTION, "0x" + "00" * 20, 0, b""), 0
+        )
+        job_id = int(fns.jobCounter().call())
+        doc = verdict(job_id, TOO_FEW, "reject", ["/fornitori: too few"])
+        commerce.transact(fns.submit(job_id, bytes.fromhex(keccak_hex(TOO_FEW)[2:]), b""), 1)
+        commerce.transact(fns.reject(job_id, bytes.fromhex(digest(doc)[2:]), b""), 2)
+        async with RpcClient([EndpointConfig.from_url(module_anvil.url)]) as rpc:
+            item = await read_verdict(rpc, address, job_id, 31337)
+        assert item.facts.description == DESCRIPTION
+        assert item.facts.evaluator == str(judge).lower() != str(client).lower()
+        evaluator.serve(f"/v1/jobs/{job_id}", json.dumps({"verdict": doc}).encode())
+        evaluator.serve(f"/v1/content/{keccak_hex(TOO_FEW)}", TOO_FEW)
+        report = await verify_standalone(
+            module_anvil.url,
+            address,
+            job_id,
+            [HttpSource(evaluator.base + "/v1/jobs/{jobId}", "/verdict")],
+            [ContentSource(evaluator.base + "/v1/content/{hash}")],
+            31337,
+        )
+        assert report.body["status"] == "verified", report.body
