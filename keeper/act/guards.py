@@ -17,8 +17,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-import structlog
-
 from keeper.act.detect import DialectBook
 from keeper.act.simulate import SimResult
 from keeper.config import ContractConfig
@@ -26,12 +24,13 @@ from keeper.domain.dialects_erc8183 import JOB_RULES
 from keeper.domain.model import JobState, Protocol
 from keeper.domain.planner import ActionKind
 from keeper.domain.protocols import classify_error
+from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.queries import pause_state
 
 __all__ = ["PauseWatch", "apply_job_rules", "hook_blocked_detail"]
 
-log = structlog.get_logger(component="keeper.act")
+log = get_logger(__name__)
 
 
 def apply_job_rules(jobs: Iterable[JobState], book: DialectBook) -> list[JobState]:

@@ -404,7 +404,11 @@ def _wire_sql(kind: str, names: Mapping[str, str]) -> tuple[str, list[str]]:
     fields = JOB_FIELDS if kind == "jobs" else TASK_FIELDS
     parts = []
     for name in fields:
-        if name in _AMOUNTS[kind]:
+        if kind == "jobs" and name == "refundable_amount":
+            expr = "refundable(status, budget, settled_amount)"
+        elif kind == "jobs" and name == "pending_claim_amount":
+            expr = "CAST(pending_claim_amount AS TEXT)"
+        elif name in _AMOUNTS[kind]:
             expr = f"CAST({name} AS TEXT)"
         elif name in _BOOLEANS[kind]:
             expr = f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"

@@ -288,9 +288,7 @@ _RECOGNISED: Final[dict[tuple[Protocol, str], str]] = {
 
 # Keyed by protocol too: both protocols' contracts emit OpenZeppelin's Paused(address)
 # and Unpaused(address), one topic0 that means "this escrow is paused" in each.
-EVENTS: Final[Mapping[tuple[Protocol, str], EventSpec]] = {
-    (s.protocol, s.topic0): s for s in SPECS
-}
+EVENTS: Final[Mapping[tuple[Protocol, str], EventSpec]] = {(s.protocol, s.topic0): s for s in SPECS}
 if len(EVENTS) != len(SPECS):  # pragma: no cover - a catalog typo, caught at import
     raise RuntimeError("two event specs of one protocol share a topic0")
 

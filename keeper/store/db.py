@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from keeper.store.queries import refundable
+
 
 def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open a connection in WAL mode with autocommit off by default.
@@ -25,7 +27,14 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=10000")
     conn.row_factory = sqlite3.Row
+    # the refund a job would get now, for pages SQLite builds itself: the same
+    # function as the Python rows use, exact on uint256 amounts stored as text
+    conn.create_function("refundable", 3, _refundable_text, deterministic=True)
     return conn
+
+
+def _refundable_text(status: str, budget: str, settled: str) -> str:
+    return str(refundable(status, int(budget), int(settled)))
 
 
 # Rows ANALYZE samples per index: enough for the planner to tell a selective

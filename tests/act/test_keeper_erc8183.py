@@ -12,9 +12,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import MakeKeeper
 from erc8183_flows import CLAIM_REFUND, Flows
-from keeper_harness import CLIENT, DEPLOYER, PROVIDER, Escrows, address_of
+from keeper_harness import CLIENT, DEPLOYER, PROVIDER, Escrows, MakeKeeper, address_of
 
 from keeper.api.reads import ApiReads
 from keeper.app import run_status

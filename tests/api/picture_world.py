@@ -127,7 +127,8 @@ def build_picture_world(path: Path) -> Story:
     created = HEAD_TS - 3 * HOUR
     chain.block_at(created)
     created_args = {"taskId": task, "requester": CLIENTS[0], "reward": 10**6,
-                    "mode": "0x636c6169", "expiryTime": HEAD_TS + 2 * HOUR}  # fmt: skip
+                    "mode": "0x636c6169", "expiryTime": HEAD_TS + 2 * HOUR,
+                    "stakeRequired": False, "stakeBps": 0}  # fmt: skip
     chain.emit(TM, "TaskCreated", created_args)
     story.tasks[task] = (10**6, created)
     story.due[f"{TM}:{task}"] = HEAD_TS + 2 * HOUR + 1

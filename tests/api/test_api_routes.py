@@ -235,7 +235,7 @@ class TestJobs:
             "UPDATE tasks SET verdict_type = 2, score = 77 WHERE task_id = ?", [task_id(2)]
         )
         conn.close()
-        detail_only = {"events", "intents", "verification"}
+        detail_only = {"events", "intents", "verification", "contract_paused"}
         async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
             for kind, key in (("jobs", "job_id"), ("tasks", "task_id")):
                 body = await get_json(c, f"/v1/{kind}?limit=500")
@@ -274,7 +274,8 @@ class TestJobs:
                 "INSERT INTO jobs SELECT chain_id, contract, '999', client, provider, evaluator,"
                 " hook, token, budget, funded_amount, expired_at, submitted_at, status,"
                 " status_code, deliverable, reason, description, legacy, created_block + 100,"
-                " updated_block + 100, verdict_event, refunded_amount, paid_amount"
+                " updated_block + 100, verdict_event, refunded_amount, paid_amount,"
+                " settled_amount, payout_receiver, pending_claim_amount, dialect"
                 " FROM jobs WHERE job_id = ?",
                 [done[1]],
             )
