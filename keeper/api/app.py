@@ -167,8 +167,8 @@ class _Handlers:
 
         Each pool hop costs two thread handoffs, and while the indexer runs
         Python each handoff waits for the GIL: under load the hops, not the
-        queries, were most of a request's latency (job lookups 1,750 -> 3,650
-        req/s, p99 22 -> 13 ms, with the indexer writing beside them).
+        queries, were most of a request's latency (bench/README.md has the
+        figures).
         """
         return fn() if self.inline_lookups else await self._run(fn)
 

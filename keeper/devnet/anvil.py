@@ -233,11 +233,5 @@ class ChainControl:
     def set_automine(self, enabled: bool) -> None:
         self.call("evm_setAutomine", enabled)
 
-    def impersonate(self, address: str) -> None:
-        self.call("anvil_impersonateAccount", address)
-
-    def stop_impersonating(self, address: str) -> None:
-        self.call("anvil_stopImpersonatingAccount", address)
-
     def set_balance(self, address: str, wei: int) -> None:
         self.call("anvil_setBalance", address, hex(wei))
