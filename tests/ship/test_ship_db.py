@@ -248,10 +248,7 @@ class TestBackup:
 
     def test_backup_without_a_database_is_a_failure(self, tmp_path: Path) -> None:
         """Nothing to back up exits 1 and writes no file."""
-        usdc, commerce, legacy, tm, strict, multicall, emitter, treasury = (
-            f"0x{i:040x}" for i in range(1, 9)
-        )
-        d = Deployment(31337, usdc, commerce, legacy, tm, strict, multicall, emitter, treasury, 0)
+        d = Deployment(31337, *(f"0x{i:040x}" for i in range(1, 10)), start_block=0)
         config = write_config(tmp_path / "k.toml", "http://127.0.0.1:1", d, tmp_path / "none.db")
         target = tmp_path / "b.db"
         result = subprocess.run(
