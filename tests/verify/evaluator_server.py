@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from support.http_server import LoopbackServer
 
 
 @dataclass
@@ -22,14 +23,13 @@ class Route:
     stream_bytes: int = 0  # when set, stream this many bytes chunked instead of ``body``
 
 
-class EvaluatorServer:
+class EvaluatorServer(LoopbackServer):
     """Serves whatever a test puts in ``routes`` and records every path it was asked for."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.routes: dict[str, Route] = {}
         self.requests: list[str] = []
-        self.runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def base(self) -> str:
@@ -58,18 +58,3 @@ class EvaluatorServer:
                 pass  # the client hung up, as it should once over its limit
             return resp
         return web.Response(status=route.status, body=route.body, headers=route.headers)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self._handle)
-        self.runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()

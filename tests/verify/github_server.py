@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from support.http_server import LoopbackServer
 
 TOKEN = "ghp_test_token_never_logged_0123456789"
 
@@ -46,8 +47,9 @@ class GitHubState:
     issues: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
 
-class GitHubServer:
+class GitHubServer(LoopbackServer):
     def __init__(self) -> None:
+        super().__init__()
         self.state = GitHubState()
         self.seen: list[Seen] = []
         self.refusals = 0  # answer this many next requests with a secondary rate limit
@@ -55,8 +57,6 @@ class GitHubServer:
         self.remaining = 4999
         self.reset = 0  # X-RateLimit-Reset (epoch seconds); 0: an hour from now
         self.redirects: dict[str, str] = {}  # path -> Location answered with a 301
-        self.runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def url(self) -> str:
@@ -189,21 +189,6 @@ class GitHubServer:
         self.remaining -= 1
         self.seen.append(Seen(path, 200, authorized, conditional))
         return web.Response(body=body, content_type="application/json", headers=headers)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self._handle)
-        self.runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
 
 
 @pytest.fixture
