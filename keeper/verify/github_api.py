@@ -32,13 +32,13 @@ import aiohttp
 from keeper.config import GitHubConfig
 from keeper.errors import ConfigError
 from keeper.verify.canonical import JsonValue
+from keeper.verify.sources import read_bounded
 
 API_VERSION = "2022-11-28"
 USER_AGENT = "escrow-keeper"
 SECONDARY_LIMIT_WAIT = 60  # GitHub: "wait at least one minute" when no Retry-After is given
 MAX_REDIRECTS = 3
 CACHE_ENTRIES = 1024  # a few resources per verdict: enough for the verdicts of many hours
-_CHUNK = 64 * 1024
 _REDIRECTS = frozenset({301, 302, 307, 308})
 # what ``observe`` hears (the metric's outcome label): "blocked" was not sent at all
 OUTCOMES = ("ok", "not_modified", "not_found", "rate_limited", "refused", "error", "blocked")
@@ -191,7 +191,7 @@ class GitHubClient:
             return NotFound(path)
         if resp.status != 200:
             return Unavailable(f"HTTP {resp.status}")
-        body = await self._read_bounded(resp)
+        body = await read_bounded(resp, self.max_bytes)
         if body is None:
             return Unavailable(f"answer exceeds {self.max_bytes} bytes")
         try:
@@ -239,18 +239,6 @@ class GitHubClient:
         self._cache.move_to_end(url)
         while len(self._cache) > self._cache_entries:
             self._cache.popitem(last=False)
-
-    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes | None:
-        if resp.content_length is not None and resp.content_length > self.max_bytes:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in resp.content.iter_chunked(_CHUNK):
-            size += len(chunk)
-            if size > self.max_bytes:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
 
 
 def _int(text: str | None) -> int | None:

@@ -168,24 +168,11 @@ class HttpSource:
                     return self._fail(Problem.NOT_FOUND, f"HTTP {resp.status}")
                 if resp.status != 200:
                     return self._fail(Problem.HTTP_ERROR, f"HTTP {resp.status}")
-                body = await self._read_bounded(resp)
+                body = await read_bounded(resp, self.max_bytes)
                 if body is None:
                     return self._fail(Problem.TOO_LARGE, f"body exceeds {self.max_bytes} bytes")
                 return Fetched(body, self.pointer, self._label)
         return self._fail(Problem.REDIRECT_REFUSED, f"more than {self.max_redirects} redirects")
-
-    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes | None:
-        """The body, or None as soon as it is known to exceed ``max_bytes``."""
-        if resp.content_length is not None and resp.content_length > self.max_bytes:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in resp.content.iter_chunked(_CHUNK):
-            size += len(chunk)
-            if size > self.max_bytes:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     def _fail(self, problem: Problem, detail: str) -> SourceFailure:
         return SourceFailure(self._label, problem, detail)
@@ -261,3 +248,21 @@ class DirectorySource:
                 return SourceFailure(self._label, Problem.TOO_LARGE, candidate.name)
             return Fetched(body, "", self._label)
         return SourceFailure(self._label, Problem.NOT_FOUND, "no file for this job")
+
+
+async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes | None:
+    """The body, or None as soon as it is known to exceed ``max_bytes``.
+
+    A declared length over the limit is refused unread; a chunked body is
+    abandoned at the first chunk past it, so memory stays bounded either way.
+    """
+    if resp.content_length is not None and resp.content_length > max_bytes:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
