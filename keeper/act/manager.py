@@ -89,6 +89,7 @@ class Keeper:
         self._reported: set[tuple[str, str, str]] = set()
         self.balance_ok = True
         self.last: TickSummary | None = None
+        self._highest_head = -1
 
     @classmethod
     def from_config(
@@ -145,8 +146,18 @@ class Keeper:
     async def tick(
         self, head: BlockHeader, jobs: Iterable[JobState], tasks: Iterable[TaskState]
     ) -> TickSummary:
-        """Settle what is in flight, then plan and send for this head."""
+        """Settle what is in flight, then plan and send for this head.
+
+        A head below one already ticked on is skipped, not decided on: it comes
+        from a lagging endpoint (the best one failing for a moment), and on it
+        our own transactions of the last blocks have not happened yet, so each
+        would look due again and the mined counts would look short.
+        """
         async with self._lock:
+            if head.number < self._highest_head:
+                log.info("keeper_head_behind", head=head.number, highest=self._highest_head)
+                return TickSummary(head=head.number)
+            self._highest_head = head.number
             if not self._recovered:
                 await self._recover()
             summary = TickSummary(head=head.number)

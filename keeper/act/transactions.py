@@ -117,7 +117,10 @@ class Transactions:
 
         Runs before anything new is sent, at startup and on every tick.
         """
-        mined = await self.rpc.get_transaction_count(self.address, "latest")
+        # the count at the head this tick decides on, not at some node's "latest": a
+        # lagging endpoint's lower count would make mined transactions look stuck (and
+        # replaced) or confirmed ones look reorged out (and reopened)
+        mined = await self.rpc.get_transaction_count(self.address, head.number)
         pending = await self.rpc.get_transaction_count(self.address, "pending")
         self._book.observe_chain(pending)
         self._reopen_unmined(mined, head)
@@ -266,16 +269,14 @@ class Transactions:
             return
         # An older attempt may be the one mined, after a replacement had dropped
         # subjects as preempted: its logs say what it really did, so those count too.
-        moved = (
-            carried
-            if hit.kind == "call"
-            else [
-                i
-                for i in linked
-                if i.outcome not in ("confirmed", "not_permitted")
-                and moved_subject(receipt, i.contract, i.subject)
-            ]
-        )
+        # Whatever the books say of a linked intent, the receipt is the authority: a
+        # successful call did its one action, and a batch's logs say which subjects moved.
+        moved = [
+            i
+            for i in linked
+            if i.outcome not in ("confirmed", "not_permitted")
+            and (hit.kind == "call" or moved_subject(receipt, i.contract, i.subject))
+        ]
         self.store.set_outcome(
             [i.id for i in moved],
             "confirmed",
@@ -332,19 +333,22 @@ class Transactions:
     ) -> None:
         """Replace a stuck or forgotten transaction at its nonce with higher fees.
 
-        The calls are simulated again first: subjects that moved meanwhile are
-        finished and dropped from the replacement; if none is left, the nonce
-        is spent on a cancel instead so later transactions are not held up.
+        The calls are simulated again first: subjects that no longer pass are
+        dropped from the replacement; if none is left, the nonce is spent on a
+        cancel instead so later transactions are not held up.
+
+        A dropped subject is not finished here. It stays in flight on the
+        transactions already signed at this nonce, one of which may yet be
+        mined: our own pending call is often the very reason it fails now
+        (and a lagging node's ``latest`` may not have it at all). Whichever
+        transaction spends the nonce decides it; if that is the replacement or
+        the cancel, the subject has no live transaction left and is decided
+        afresh (``_reopen_orphans``).
         """
         intents = self._carried(latest) if latest.kind != "cancel" else []
         if results is None and intents:
             results = await self.simulate([_action_of(i) for i in intents], "latest")
-        keep: list[Intent] = []
-        for intent, res in zip(intents, results or [], strict=False):
-            if res.ok:
-                keep.append(intent)
-            else:
-                self.outcomes.finish(intent, outcome_of(res.verdict), res.reason)
+        keep = [i for i, res in zip(intents, results or [], strict=False) if res.ok]
         market = suggest(await self.fee_history(), self.settings.fee_policy)
         fees = self._above_signed(latest.nonce, market)
         if isinstance(fees, CapHit):
@@ -463,7 +467,10 @@ class Transactions:
 
         A call that started failing since the gate makes the estimate revert:
         the calls are simulated again, the failures finished, the rest sent.
+        In a replacement (``nonce`` given) failures are left in flight on the
+        transactions already at that nonce, as in ``_replace``.
         """
+        replacing = nonce is not None
         to, data, kind = self._payload(actions)
         probe = data
         if kind == "batch":
@@ -476,12 +483,13 @@ class Transactions:
                 verdict, reason = classify_revert(revert_data(exc), actions[0].protocol)
                 if kind == "batch":
                     verdict, reason = "reverted_in_simulation", "batch estimate reverted"
-                self.outcomes.finish_many(intents, outcome_of(verdict), reason)
+                if not replacing:
+                    self.outcomes.finish_many(intents, outcome_of(verdict), reason)
                 return False
             results = await self.simulate(actions, "latest")
             keep = [(a, i) for a, i, r in zip(actions, intents, results, strict=True) if r.ok]
             for intent, res in zip(intents, results, strict=True):
-                if not res.ok:
+                if not res.ok and not replacing:
                     self.outcomes.finish(intent, outcome_of(res.verdict), res.reason)
             if not keep:
                 return False
