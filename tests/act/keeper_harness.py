@@ -24,7 +24,7 @@ from eth_utils.crypto import keccak
 from keeper.act import Keeper
 from keeper.devnet.anvil import DEV_KEYS, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment
-from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus
+from keeper.domain.model import BlockHeader, JobState, JobStatus, TaskState, TaskStatus
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.store.db import connect
@@ -325,3 +325,15 @@ def make_rpc(url: str, *, attempts: int = 3) -> RpcClient:
     return RpcClient(
         [endpoint], timeout=3.0, max_attempts=attempts, deadline=10.0, retry_initial=0.01
     )
+
+
+async def head(rpc: RpcClient) -> BlockHeader:
+    """The node's latest header (the head a keeper ticks on)."""
+    block = await rpc.get_block("latest")
+    assert block is not None
+    return block
+
+
+def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
+    """The transaction count of ``key``'s address at ``tag``."""
+    return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)

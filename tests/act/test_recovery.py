@@ -16,23 +16,27 @@ from pathlib import Path
 
 import pytest
 from erc8183_flows import Flows
-from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
+from keeper_harness import (
+    CLIENT,
+    KEEPER_KEYS,
+    Escrows,
+    MakeKeeper,
+    address_of,
+    head,
+    make_rpc,
+    nonce_of,
+)
 from prometheus_client import CollectorRegistry
+from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper
-from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol
+from keeper.domain.model import JobState, JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 
 CHILD = Path(__file__).with_name("keeper_child.py")
-
-
-async def head(rpc: RpcClient) -> BlockHeader:
-    block = await rpc.get_block("latest")
-    assert block is not None
-    return block
 
 
 def confirmed_counts(registry: CollectorRegistry) -> list[float]:
@@ -44,10 +48,6 @@ def confirmed_counts(registry: CollectorRegistry) -> list[float]:
         for s in m.samples
         if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
     ]
-
-
-def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
-    return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
 
 
 def intent_receipt_hash(keeper: Keeper, intent_id: int) -> str:
@@ -75,15 +75,15 @@ class TestLostReply:
             keeper = make_keeper(client=flaky)
             proxy.rules.on("eth_sendRawTransaction", drop_reply=1)
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            [attempt] = keeper.store.all_attempts()
+            [attempt] = keeper_books.all_attempts(keeper.store)
             assert attempt.status == "signed"  # we do not know whether it went out
             escrows.control.mine()
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
             escrows.control.mine()
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
             assert sends(proxy) == 1
-        [attempt] = keeper.store.all_attempts()
-        [intent] = keeper.store.all_intents()
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        [intent] = keeper_books.all_intents(keeper.store)
         assert (attempt.status, intent.outcome, intent.tx_hash) == (
             "confirmed",
             "confirmed",
@@ -192,9 +192,9 @@ class TestSigkill:
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [attempt] = keeper.store.all_attempts()
+        [attempt] = keeper_books.all_attempts(keeper.store)
         assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
-        assert {i.outcome for i in keeper.store.all_intents()} == {"confirmed"}
+        assert {i.outcome for i in keeper_books.all_intents(keeper.store)} == {"confirmed"}
         assert (
             nonce_of(escrows, KEEPER_KEYS[0]) == 1 == nonce_of(escrows, KEEPER_KEYS[0], "pending")
         )
@@ -239,7 +239,7 @@ class TestSigkillERC8183:
             for _ in range(3):
                 escrows.control.mine()
                 await keeper.tick(await head(rpc), await flows.jobs(), [])
-            [attempt] = keeper.store.all_attempts()
+            [attempt] = keeper_books.all_attempts(keeper.store)
             assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
             assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
             assert flows.status(job) == 5
@@ -276,7 +276,9 @@ class TestCrashBeforeSimulation:
         for _ in range(2):
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
             escrows.control.mine()
-        outcomes = {i.subject: (i.status, i.outcome) for i in keeper.store.all_intents()}
+        outcomes = {
+            i.subject: (i.status, i.outcome) for i in keeper_books.all_intents(keeper.store)
+        }
         assert outcomes == {ids[0]: ("done", "preempted"), ids[1]: ("done", "confirmed")}
         assert keeper.store.open_intents() == []
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
@@ -296,7 +298,7 @@ class TestForgetfulNode:
         escrows.control.set_automine(False)
         try:
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            [attempt] = keeper.store.all_attempts()
+            [attempt] = keeper_books.all_attempts(keeper.store)
             escrows.control.drop_transaction(attempt.tx_hash)
             assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is None
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
@@ -306,7 +308,7 @@ class TestForgetfulNode:
             escrows.control.set_automine(True)
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [again] = keeper.store.all_attempts()
+        [again] = keeper_books.all_attempts(keeper.store)
         assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
 
 
@@ -323,7 +325,7 @@ class TestStuck:
         keeper = make_keeper()
         escrows.control.set_automine(False)
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [first] = keeper.store.all_attempts()
+        [first] = keeper_books.all_attempts(keeper.store)
         # the base fee jumps above what the pending tx offers: it cannot be included
         escrows.control.set_base_fee(first.max_fee + 10**9)
         escrows.control.mine()
@@ -344,12 +346,12 @@ class TestStuck:
         for _ in range(2):
             escrows.control.mine()
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        attempts = keeper.store.all_attempts()
+        attempts = keeper_books.all_attempts(keeper.store)
         assert len(attempts) == 2 and attempts[0].nonce == attempts[1].nonce == 0
         assert attempts[1].max_fee * 8 >= attempts[0].max_fee * 9
         assert attempts[1].tip * 8 >= attempts[0].tip * 9
         assert [a.status for a in attempts] == ["replaced", "confirmed"]
-        assert keeper.store.all_intents()[0].tx_hash == attempts[1].tx_hash
+        assert keeper_books.all_intents(keeper.store)[0].tx_hash == attempts[1].tx_hash
 
     async def test_obsolete_stuck_tx_is_cancelled(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
@@ -369,13 +371,13 @@ class TestStuck:
         for _ in range(2):
             escrows.control.mine()
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        attempts = keeper.store.all_attempts()
+        attempts = keeper_books.all_attempts(keeper.store)
         assert [(a.kind, a.status) for a in attempts] == [
             ("batch", "replaced"),  # alone, but through Multicall3 (allowFailure)
             ("cancel", "confirmed"),
         ]
         assert attempts[1].to_address == address_of(KEEPER_KEYS[0])
-        assert keeper.store.all_intents()[0].outcome == "preempted"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "preempted"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
 
@@ -397,13 +399,13 @@ class TestRefusedAsUnderpriced:
             for _ in range(4):
                 await keeper.tick(await head(rpc), escrows.jobs(ids), [])
                 escrows.control.mine()
-        attempts = keeper.store.all_attempts()
+        attempts = keeper_books.all_attempts(keeper.store)
         assert [a.status for a in attempts] == ["failed", "failed", "confirmed"]
         assert {a.nonce for a in attempts} == {0}
         for before, after in itertools.pairwise(attempts):
             assert after.max_fee * 8 >= before.max_fee * 9
             assert after.tip * 8 >= before.tip * 9
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
 
 
@@ -423,7 +425,7 @@ class TestReorg:
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [intent] = keeper.store.all_intents()
+        [intent] = keeper_books.all_intents(keeper.store)
         assert intent.outcome == "confirmed"
         escrows.control.reorg(2)  # replaces the refund's block and the one after it
         assert escrows.control.call("eth_getTransactionReceipt", intent.tx_hash) is None
@@ -432,7 +434,7 @@ class TestReorg:
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-        [again] = keeper.store.all_intents()
+        [again] = keeper_books.all_intents(keeper.store)
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
         assert confirmed_counts(registry) == [1.0]
@@ -450,7 +452,7 @@ class TestReorg:
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         escrows.control.set_automine(False)
         escrows.control.reorg(2)  # the refund's block goes; its tx is pending again
         escrows.control.set_base_fee(50 * 10**9)
@@ -458,7 +460,7 @@ class TestReorg:
         held = False
         for _ in range(6):  # the pending tx cannot pay 50 gwei: a replacement is capped
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            held = held or keeper.store.all_intents()[0].outcome == "fee_cap"
+            held = held or keeper_books.all_intents(keeper.store)[0].outcome == "fee_cap"
             escrows.control.mine()
         assert held
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
@@ -468,7 +470,7 @@ class TestReorg:
             escrows.control.mine()
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert confirmed_counts(registry) == [1.0]
 
     async def test_reorg_beyond_the_watch_window_is_caught_by_the_nonce(
@@ -482,7 +484,7 @@ class TestReorg:
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         escrows.control.mine()
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         escrows.control.mine(4)
         escrows.control.reorg(6)  # the refund's block goes, 6 blocks deep
         escrows.control.mine(4)  # ... and the keeper only wakes up 4 blocks later
@@ -491,7 +493,7 @@ class TestReorg:
             await keeper.tick(await head(rpc), escrows.jobs(ids), [])
             escrows.control.mine()
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
 
@@ -557,7 +559,7 @@ async def test_random_reorgs_settle_every_refund_once(
     assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
     assert keeper.store.open_nonces(keeper.address) == {}
     assert nonce_of(escrows, KEEPER_KEYS[0]) == nonce_of(escrows, KEEPER_KEYS[0], "pending")
-    intents = keeper.store.all_intents()
+    intents = keeper_books.all_intents(keeper.store)
     assert sorted(i.subject for i in intents) == sorted(ids)
     assert {i.outcome for i in intents} == {"confirmed"}
     for intent in intents:  # the recorded refund is the one on the surviving chain
