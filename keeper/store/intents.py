@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from keeper.domain.planner import Action
+from keeper.domain.settlement import ACTIVE_ATTEMPT
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -28,8 +29,6 @@ __all__ = [
     "IntentStore",
     "Outcome",
 ]
-# Attempts whose fate is still open: checked on every tick and at startup.
-ACTIVE_ATTEMPT: Final = ("signed", "sent", "mined")
 
 Outcome: TypeAlias = Literal[
     "confirmed",
