@@ -337,3 +337,13 @@ async def head(rpc: RpcClient) -> BlockHeader:
 def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
     """The transaction count of ``key``'s address at ``tag``."""
     return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
+
+
+async def run(
+    keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str], ticks: int = 1
+) -> None:
+    """Tick the keeper ``ticks`` times on fresh heads, mining one block between ticks."""
+    for i in range(ticks):
+        if i:
+            escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])

@@ -12,6 +12,7 @@ from keeper_harness import (
     calldata,
     head,
     nonce_of,
+    run,
 )
 from structlog.testing import capture_logs
 from support import keeper_books
@@ -24,16 +25,6 @@ from keeper.domain.model import JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import PlannerConfig
 from keeper.domain.sharding import shard_of
 from keeper.rpc.client import RpcClient
-
-
-async def run(
-    keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str], ticks: int = 1
-) -> None:
-    """Tick the keeper ``ticks`` times on fresh heads, mining one block between ticks."""
-    for i in range(ticks):
-        if i:
-            escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
 
 
 def ready(keeper: Keeper) -> bool:
@@ -101,7 +92,7 @@ class TestCompetingKeepers:
             assert keeper_books.all_attempts(keeper.store) == []
         escrows.control.mine()
         for keeper in keepers:
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         assert {i.outcome for i in keeper_books.all_intents(keepers[0].store)} == {"confirmed"}
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
         assert [nonce_of(escrows, k) for k in KEEPER_KEYS] == [1, 0, 0]
@@ -124,7 +115,7 @@ class TestCompetingKeepers:
             escrows.control.set_automine(True)
         escrows.control.mine()
         for keeper in (first, second):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         receipts = [
             escrows.control.call("eth_getTransactionReceipt", a.tx_hash)
             for k in (first, second)
@@ -476,4 +467,4 @@ async def test_sharded_keepers_with_one_dead(
 
 
 async def keeper_round(keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str]) -> None:
-    await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+    await run(keeper, escrows, rpc, ids)

@@ -9,7 +9,7 @@ still carry out.
 
 from __future__ import annotations
 
-from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, head, make_rpc, nonce_of
+from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, head, make_rpc, nonce_of, run
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
@@ -41,7 +41,7 @@ async def test_a_head_below_one_already_ticked_on_decides_nothing(
     summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
     assert summary.sent == 1
     escrows.control.mine()
-    await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+    await run(keeper, escrows, rpc, ids)
     assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
     assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
 
@@ -70,7 +70,7 @@ async def test_a_replacement_that_fails_because_the_first_send_landed_confirms_t
         [intent] = keeper_books.all_intents(keeper.store)
         assert intent.status == "inflight", intent
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
     assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
     [intent] = keeper_books.all_intents(keeper.store)
     assert (intent.outcome, intent.tx_hash) == ("confirmed", first.tx_hash)

@@ -25,6 +25,7 @@ from keeper_harness import (
     head,
     make_rpc,
     nonce_of,
+    run,
 )
 from prometheus_client import CollectorRegistry
 from support import keeper_books
@@ -74,13 +75,11 @@ class TestLostReply:
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as flaky:
             keeper = make_keeper(client=flaky)
             proxy.rules.on("eth_sendRawTransaction", drop_reply=1)
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             [attempt] = keeper_books.all_attempts(keeper.store)
             assert attempt.status == "signed"  # we do not know whether it went out
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids, ticks=2)
             assert sends(proxy) == 1
         [attempt] = keeper_books.all_attempts(keeper.store)
         [intent] = keeper_books.all_intents(keeper.store)
@@ -189,9 +188,7 @@ class TestSigkill:
         keeper = make_keeper(db=db)
         await keeper.recover()
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids, ticks=2)
         [attempt] = keeper_books.all_attempts(keeper.store)
         assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
         assert {i.outcome for i in keeper_books.all_intents(keeper.store)} == {"confirmed"}
@@ -274,7 +271,7 @@ class TestCrashBeforeSimulation:
         keeper = make_keeper(db=db)
         await keeper.recover()
         for _ in range(2):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             escrows.control.mine()
         outcomes = {
             i.subject: (i.status, i.outcome) for i in keeper_books.all_intents(keeper.store)
@@ -297,17 +294,17 @@ class TestForgetfulNode:
         keeper = make_keeper()
         escrows.control.set_automine(False)
         try:
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             [attempt] = keeper_books.all_attempts(keeper.store)
             escrows.control.drop_transaction(attempt.tx_hash)
             assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is None
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is not None
             escrows.control.mine()
         finally:
             escrows.control.set_automine(True)
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
         [again] = keeper_books.all_attempts(keeper.store)
         assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
 
@@ -324,7 +321,7 @@ class TestStuck:
         escrows.control.mine_at(expiry)
         keeper = make_keeper()
         escrows.control.set_automine(False)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
         [first] = keeper_books.all_attempts(keeper.store)
         # the base fee jumps above what the pending tx offers: it cannot be included
         escrows.control.set_base_fee(first.max_fee + 10**9)
@@ -339,13 +336,13 @@ class TestStuck:
         keeper, ids = await self._stuck(escrows, rpc, make_keeper)
         try:
             for _ in range(keeper.settings.bump_after_blocks):
-                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                await run(keeper, escrows, rpc, ids)
                 escrows.control.mine()
         finally:
             escrows.control.set_automine(True)
         for _ in range(2):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         attempts = keeper_books.all_attempts(keeper.store)
         assert len(attempts) == 2 and attempts[0].nonce == attempts[1].nonce == 0
         assert attempts[1].max_fee * 8 >= attempts[0].max_fee * 9
@@ -364,13 +361,13 @@ class TestStuck:
             escrows.control.mine()
             assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
             for _ in range(keeper.settings.bump_after_blocks):
-                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                await run(keeper, escrows, rpc, ids)
                 escrows.control.mine()
         finally:
             escrows.control.set_automine(True)
         for _ in range(2):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         attempts = keeper_books.all_attempts(keeper.store)
         assert [(a.kind, a.status) for a in attempts] == [
             ("batch", "replaced"),  # alone, but through Multicall3 (allowFailure)
@@ -397,7 +394,7 @@ class TestRefusedAsUnderpriced:
             keeper = make_keeper(client=picky, redecide_after_blocks=0)
             proxy.rules.reject_tx("underpriced", client=client, count=2)
             for _ in range(4):
-                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                await run(keeper, escrows, rpc, ids)
                 escrows.control.mine()
         attempts = keeper_books.all_attempts(keeper.store)
         assert [a.status for a in attempts] == ["failed", "failed", "confirmed"]
@@ -422,17 +419,13 @@ class TestReorg:
         escrows.control.mine_at(expiry)
         registry = CollectorRegistry()
         keeper = make_keeper(metrics=Metrics(registry))
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids, ticks=2)
         [intent] = keeper_books.all_intents(keeper.store)
         assert intent.outcome == "confirmed"
         escrows.control.reorg(2)  # replaces the refund's block and the one after it
         assert escrows.control.call("eth_getTransactionReceipt", intent.tx_hash) is None
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids, ticks=2)
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
         [again] = keeper_books.all_intents(keeper.store)
         assert again.outcome == "confirmed"
@@ -449,9 +442,7 @@ class TestReorg:
         escrows.control.mine_at(expiry)
         registry = CollectorRegistry()
         keeper = make_keeper(metrics=Metrics(registry), max_fee_cap=20 * 10**9)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids, ticks=2)
         assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         escrows.control.set_automine(False)
         escrows.control.reorg(2)  # the refund's block goes; its tx is pending again
@@ -459,7 +450,7 @@ class TestReorg:
         escrows.control.mine()
         held = False
         for _ in range(6):  # the pending tx cannot pay 50 gwei: a replacement is capped
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             held = held or keeper_books.all_intents(keeper.store)[0].outcome == "fee_cap"
             escrows.control.mine()
         assert held
@@ -468,7 +459,7 @@ class TestReorg:
         escrows.control.set_automine(True)
         for _ in range(4):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
         assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert confirmed_counts(registry) == [1.0]
@@ -481,16 +472,14 @@ class TestReorg:
         ids = escrows.funded_jobs(1, expiry)
         escrows.control.mine_at(expiry)
         keeper = make_keeper(reorg_watch_blocks=2)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids, ticks=2)
         assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         escrows.control.mine(4)
         escrows.control.reorg(6)  # the refund's block goes, 6 blocks deep
         escrows.control.mine(4)  # ... and the keeper only wakes up 4 blocks later
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
         for _ in range(3):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             escrows.control.mine()
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
         assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
@@ -521,11 +510,11 @@ class TestNonceGap:
             escrows.control.set_automine(True)
         assert escrows.control.call("eth_getTransactionReceipt", foreign) is not None
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
         assert keeper.store.attempts_at(keeper.address, 1)[0].status == "dropped"
         escrows.control.reorg(2)  # takes out both our nonce 0 and the foreign nonce 1
         for _ in range(keeper.settings.redecide_after_blocks + 3):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             escrows.control.mine()
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
         pending = nonce_of(escrows, KEEPER_KEYS[0], "pending")
@@ -548,14 +537,14 @@ async def test_random_reorgs_settle_every_refund_once(
     keeper = make_keeper(confirmations=2, batch_size=3, multicall=multicall)
     for _ in range(40):
         escrows.control.increase_time(rng.randint(5, 40))
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
         if rng.random() < 0.5:
             escrows.control.reorg(rng.randint(1, 6))
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
     escrows.control.increase_time(1000)
     for _ in range(keeper.settings.redecide_after_blocks * 3):
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
     assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
     assert keeper.store.open_nonces(keeper.address) == {}
     assert nonce_of(escrows, KEEPER_KEYS[0]) == nonce_of(escrows, KEEPER_KEYS[0], "pending")
