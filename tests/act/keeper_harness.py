@@ -195,6 +195,14 @@ class Escrows:
             self.bulk(sends)
         return ids
 
+    def expired_jobs(self, n: int, after: int = 100) -> list[str]:
+        """``n`` Funded jobs expiring ``after`` seconds from now, the chain mined to that
+        deadline: due for claimRefund on the next head."""
+        expiry = self.now() + after
+        ids = self.funded_jobs(n, expiry)
+        self.control.mine_at(expiry)
+        return ids
+
     def submit(self, job_id: str) -> int:
         """The provider submits a deliverable; returns the block timestamp of the submission."""
         sig = "submit(uint256,bytes32,bytes)"

@@ -27,9 +27,7 @@ async def test_a_head_below_one_already_ticked_on_decides_nothing(
 ) -> None:
     """A lagging endpoint's head is older than the keeper's last: no decision is made on it,
     and the next head at or above the last one decides as usual."""
-    expiry = escrows.now() + 100
-    ids = escrows.funded_jobs(1, expiry)
-    escrows.control.mine_at(expiry)
+    ids = escrows.expired_jobs(1)
     old = await head(rpc)
     escrows.control.mine(3)
     keeper = make_keeper()
@@ -54,9 +52,7 @@ async def test_a_replacement_that_fails_because_the_first_send_landed_confirms_t
     re-simulation fails (the refund is already done: by that very transaction), so the
     nonce goes to a cancel, which the node refuses. The intent must stay with the first
     transaction and end confirmed with its hash, never preempted and free to be sent again."""
-    expiry = escrows.now() + 100
-    ids = escrows.funded_jobs(1, expiry)
-    escrows.control.mine_at(expiry)
+    ids = escrows.expired_jobs(1)
     async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as replica:
         keeper = make_keeper(client=replica, multicall=None)
         decided = await head(rpc)

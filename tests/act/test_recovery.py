@@ -69,9 +69,7 @@ class TestLostReply:
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """The proxy forwards the raw tx and cuts the reply; the next tick finds the receipt."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as flaky:
             keeper = make_keeper(client=flaky)
             proxy.rules.on("eth_sendRawTransaction", drop_reply=1)
@@ -168,9 +166,7 @@ class TestSigkill:
         forwarded: bool,
     ) -> None:
         """The restarted keeper resends the stored bytes (or finds them mined), never a new tx."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(2, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(2)
         db = tmp_path / "keeper0.db"
         with RpcProxy(escrows.url) as proxy:
             if forwarded:  # the node gets the tx; the reply never comes back
@@ -288,9 +284,7 @@ class TestForgetfulNode:
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """After anvil drops the pending tx, the keeper resends the identical bytes."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         keeper = make_keeper()
         escrows.control.set_automine(False)
         try:
@@ -387,9 +381,7 @@ class TestRefusedAsUnderpriced:
     ) -> None:
         """A node with a minimum price above the market suggestion refuses the same fees
         forever; each new signature at the refused nonce must offer >= 12.5% more."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as picky:
             keeper = make_keeper(client=picky, redecide_after_blocks=0)
             proxy.rules.reject_tx("underpriced", client=client, count=2)
@@ -414,9 +406,7 @@ class TestReorg:
     ) -> None:
         """After anvil_reorg removes the refund's block, the keeper sends it again and confirms;
         keeper_actions_total counts the action confirmed once, not once per confirmation."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         registry = CollectorRegistry()
         keeper = make_keeper(metrics=Metrics(registry))
         await run(keeper, escrows, rpc, ids, ticks=2)
@@ -437,9 +427,7 @@ class TestReorg:
     ) -> None:
         """Reorged out, then held at the fee cap (which rewrites the intent's detail), then
         confirmed again: keeper_actions_total still counts one confirmation."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         registry = CollectorRegistry()
         keeper = make_keeper(metrics=Metrics(registry), max_fee_cap=20 * 10**9)
         await run(keeper, escrows, rpc, ids, ticks=2)
@@ -468,9 +456,7 @@ class TestReorg:
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """A keeper that slept through a reorg older than its watch window still re-executes."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         keeper = make_keeper(reorg_watch_blocks=2)
         await run(keeper, escrows, rpc, ids, ticks=2)
         assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
