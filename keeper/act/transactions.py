@@ -81,7 +81,7 @@ class TxDraft:
 
 
 class Transactions:
-    """The in-flight side of the keeper for one signer; the caller holds the signer's lock."""
+    """Nonces, fees, signing and broadcast for one signer; the caller holds the signer's lock."""
 
     def __init__(
         self,
