@@ -25,6 +25,7 @@ from keeper.act.detect import DialectBook, detect_all, publish_dialects
 from keeper.act.guards import PauseWatch, apply_job_rules, hook_blocked_detail
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
+from keeper.act.settle import Settler
 from keeper.act.signer import Signer, load_signer
 from keeper.act.simulate import BATCHABLE
 from keeper.act.transactions import Transactions, outcome_of
@@ -82,6 +83,14 @@ class Keeper:
             outcomes=self.outcomes,
             metrics=metrics,
             encode=self._encode,
+        )
+        self.settler = Settler(
+            self.tx,
+            settings=settings,
+            rpc=rpc,
+            store=self.store,
+            outcomes=self.outcomes,
+            metrics=metrics,
         )
         self.address = self.tx.address
         self._lock = asyncio.Lock()  # one nonce sequence per signer: one sender at a time
@@ -162,7 +171,7 @@ class Keeper:
                 await self._recover()
             summary = TickSummary(head=head.number)
             if self.signer is not None and not self.settings.dry_run:
-                await self.tx.reconcile(head, summary)
+                await self.settler.reconcile(head, summary)
             if self.signer is not None:
                 summary.balance_ok = await self._check_balance()
             book = self.dialects or DialectBook({})
@@ -215,7 +224,7 @@ class Keeper:
             head = await self.rpc.get_block("latest")
             if head is None:
                 raise RetryableError("the node has no latest block yet")
-            await self.tx.reconcile(head, TickSummary(head=head.number))
+            await self.settler.reconcile(head, TickSummary(head=head.number))
             log.info("keeper_recovered", signer=self.address, next_nonce=self.tx.next_nonce)
         self._recovered = True
 
@@ -289,7 +298,7 @@ class Keeper:
         for group in groups:
             await self.tx.send_actions(group, [by_key[_key(a)] for a in group], head, fees, summary)
         for nonce in self.tx.take_gaps():  # no new work filled them: spend them on cancels
-            await self.tx.send_cancel(nonce, head, fees, None, summary)
+            await self.tx.send_cancel(nonce, head, fees, summary)
 
     async def _gate(
         self,

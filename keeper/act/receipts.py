@@ -6,10 +6,10 @@ Pure helpers over the node's JSON (hex strings or ints, both accepted).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from keeper.act.calls import subject_topic
+from keeper.domain.settlement import Landed
 
 __all__ = ["Landed", "landed", "moved_subject"]
 
@@ -20,16 +20,6 @@ def _int(value: Any) -> int:
     if isinstance(value, str):
         return int(value, 16) if value.startswith(("0x", "0X")) else int(value)
     raise TypeError(f"not an integer field: {type(value).__name__}")
-
-
-@dataclass(frozen=True, slots=True)
-class Landed:
-    block_number: int
-    block_hash: str
-    status: int  # 1 success, 0 reverted
-
-    def as_tuple(self) -> tuple[int, str, int]:
-        return (self.block_number, self.block_hash, self.status)
 
 
 def landed(receipt: Mapping[str, Any]) -> Landed:

@@ -8,6 +8,7 @@ from keeper.act.simulate import SimResult
 from keeper.config import KeeperConfig
 from keeper.domain.fees import FeePolicy
 from keeper.domain.planner import PlannerConfig, Report
+from keeper.domain.settlement import Rules
 
 __all__ = [
     "CANCEL_GAS",
@@ -56,6 +57,10 @@ class KeeperSettings:
     @property
     def fee_policy(self) -> FeePolicy:
         return FeePolicy(max_fee_cap=self.max_fee_cap, tip_percentile=TIP_PERCENTILE)
+
+    @property
+    def settlement(self) -> Rules:
+        return Rules(confirmations=self.confirmations, bump_after_blocks=self.bump_after_blocks)
 
     @classmethod
     def from_config(

@@ -7,7 +7,7 @@ the caller can count it, report it and wait for fees to fall.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -17,6 +17,7 @@ __all__ = [
     "CapHit",
     "FeeDecision",
     "FeePolicy",
+    "above_signed",
     "bump",
     "gwei_to_wei",
     "suggest",
@@ -148,3 +149,15 @@ def bump(
     if max_fee > cap:
         return CapHit(needed=max_fee, cap=cap)
     return FeeDecision(max_fee=max_fee, tip=tip)
+
+
+def above_signed(
+    signed: Iterable[FeeDecision], cap: int, market: FeeDecision | CapHit
+) -> FeeDecision | CapHit:
+    """Fees for a new signature at a nonce: a replacement bump over every fee ever signed
+    there. A node that refused one of ours as underpriced, or still holds it, takes
+    nothing less, so re-signing at the same fees would be refused forever."""
+    prev = list(signed)
+    if not prev:
+        return market
+    return bump(FeeDecision(max(p.max_fee for p in prev), max(p.tip for p in prev)), cap, market)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from keeper.domain.planner import Action
+from keeper.domain.settlement import ACTIVE_ATTEMPT
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -47,8 +48,6 @@ IntentKey: TypeAlias = tuple[str, str, str]  # (contract, subject, action)
 FINAL_OUTCOMES: Final = frozenset(
     {"confirmed", "preempted", "not_permitted", "reverted_in_simulation", "reverted", "dropped"}
 )
-# Attempts whose fate is still open: checked on every tick and at startup.
-ACTIVE_ATTEMPT: Final = ("signed", "sent", "mined")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +198,6 @@ class IntentStore:
         ).fetchall()
         return [_intent(r) for r in rows]
 
-    def all_intents(self) -> list[Intent]:
-        rows = self.conn.execute(
-            "SELECT * FROM keeper_intents WHERE chain_id = ? ORDER BY id", (self.chain_id,)
-        ).fetchall()
-        return [_intent(r) for r in rows]
-
     def open_decisions(
         self, actions: Sequence[Action], block: int, block_hash: str
     ) -> list[Intent]:
@@ -300,14 +293,6 @@ class IntentStore:
             (self.chain_id,),
         ).fetchall()
         return [int(r[0]) for r in rows]
-
-    def outcome_counts(self) -> dict[str, int]:
-        rows = self.conn.execute(
-            "SELECT COALESCE(outcome, status), COUNT(*) FROM keeper_intents"
-            " WHERE chain_id = ? GROUP BY 1",
-            (self.chain_id,),
-        ).fetchall()
-        return {str(r[0]): int(r[1]) for r in rows}
 
     # ----------------------------------------------------------------- attempts
 
@@ -462,9 +447,3 @@ class IntentStore:
             (self.chain_id, signer, from_nonce),
         ).fetchall()
         return {int(r[0]) for r in rows}
-
-    def all_attempts(self) -> list[Attempt]:
-        rows = self.conn.execute(
-            "SELECT * FROM keeper_attempts WHERE chain_id = ? ORDER BY id", (self.chain_id,)
-        ).fetchall()
-        return [_attempt(r) for r in rows]

@@ -24,7 +24,7 @@ from eth_utils.crypto import keccak
 from keeper.act import Keeper
 from keeper.devnet.anvil import DEV_KEYS, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment
-from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus
+from keeper.domain.model import BlockHeader, JobState, JobStatus, TaskState, TaskStatus
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.store.db import connect
@@ -195,6 +195,14 @@ class Escrows:
             self.bulk(sends)
         return ids
 
+    def expired_jobs(self, n: int, after: int = 100) -> list[str]:
+        """``n`` Funded jobs expiring ``after`` seconds from now, the chain mined to that
+        deadline: due for claimRefund on the next head."""
+        expiry = self.now() + after
+        ids = self.funded_jobs(n, expiry)
+        self.control.mine_at(expiry)
+        return ids
+
     def submit(self, job_id: str) -> int:
         """The provider submits a deliverable; returns the block timestamp of the submission."""
         sig = "submit(uint256,bytes32,bytes)"
@@ -325,3 +333,25 @@ def make_rpc(url: str, *, attempts: int = 3) -> RpcClient:
     return RpcClient(
         [endpoint], timeout=3.0, max_attempts=attempts, deadline=10.0, retry_initial=0.01
     )
+
+
+async def head(rpc: RpcClient) -> BlockHeader:
+    """The node's latest header (the head a keeper ticks on)."""
+    block = await rpc.get_block("latest")
+    assert block is not None
+    return block
+
+
+def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
+    """The transaction count of ``key``'s address at ``tag``."""
+    return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
+
+
+async def run(
+    keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str], ticks: int = 1
+) -> None:
+    """Tick the keeper ``ticks`` times on fresh heads, mining one block between ticks."""
+    for i in range(ticks):
+        if i:
+            escrows.control.mine()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from keeper_harness import DEPLOYER, Escrows, MakeKeeper, open_db
 from structlog.testing import capture_logs
+from support import keeper_books
 
 from keeper.act.detect import DialectMismatchError, detect, detect_all, publish_dialects
 from keeper.config import ContractConfig
@@ -188,6 +189,6 @@ async def test_keeper_leaves_an_undetermined_contract_alone(
     assert head is not None
     summary = await keeper.tick(head, escrows.jobs(ids), [])
     assert summary.planned == 0 and summary.sent == 0
-    assert keeper.store.all_intents() == []
+    assert keeper_books.all_intents(keeper.store) == []
     labels = {"contract": "commerce", "dialect": "undetermined", "source": "detected"}
     assert metrics.registry.get_sample_value("keeper_contract_dialect", labels) == 1.0

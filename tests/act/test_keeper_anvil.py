@@ -3,41 +3,32 @@
 from __future__ import annotations
 
 import pytest
-from keeper_harness import KEEPER_KEYS, WORKER, Escrows, MakeKeeper, address_of, calldata
+from keeper_harness import (
+    KEEPER_KEYS,
+    WORKER,
+    Escrows,
+    MakeKeeper,
+    address_of,
+    calldata,
+    head,
+    nonce_of,
+    run,
+)
 from structlog.testing import capture_logs
+from support import keeper_books
 from taskmarket_harness import Diamond
 
 from keeper.act import Keeper
 from keeper.act.calls import classify_revert
 from keeper.devnet.anvil import RpcError
-from keeper.domain.model import BlockHeader, JobStatus, Protocol, TaskState, TaskStatus
+from keeper.domain.model import JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import PlannerConfig
 from keeper.domain.sharding import shard_of
 from keeper.rpc.client import RpcClient
 
 
-async def head(rpc: RpcClient) -> BlockHeader:
-    block = await rpc.get_block("latest")
-    assert block is not None
-    return block
-
-
-async def run(
-    keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str], ticks: int = 1
-) -> None:
-    """Tick the keeper ``ticks`` times on fresh heads, mining one block between ticks."""
-    for i in range(ticks):
-        if i:
-            escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-
-
 def ready(keeper: Keeper) -> bool:
     return keeper.ready
-
-
-def nonce_of(escrows: Escrows, key: str) -> int:
-    return int(escrows.control.call("eth_getTransactionCount", address_of(key), "latest"), 16)
 
 
 class TestBoundary:
@@ -53,13 +44,13 @@ class TestBoundary:
         escrows.control.mine_at(expiry - 1)
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.sent == 0 and summary.planned == 0
-        assert keeper.store.all_intents() == []
+        assert keeper_books.all_intents(keeper.store) == []
         escrows.control.mine_at(expiry)
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.sent == 1
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
         await run(keeper, escrows, rpc, ids, ticks=2)
-        [intent] = keeper.store.all_intents()
+        [intent] = keeper_books.all_intents(keeper.store)
         assert (intent.status, intent.outcome) == ("done", "confirmed")
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
@@ -96,13 +87,13 @@ class TestCompetingKeepers:
             await keeper.tick(decision_head, seen, [])
         assert [nonce_of(escrows, k) for k in KEEPER_KEYS] == [1, 0, 0]
         for keeper in keepers[1:]:
-            outcomes = {(i.subject, i.outcome) for i in keeper.store.all_intents()}
+            outcomes = {(i.subject, i.outcome) for i in keeper_books.all_intents(keeper.store)}
             assert outcomes == {(s, "preempted") for s in ids}
-            assert keeper.store.all_attempts() == []
+            assert keeper_books.all_attempts(keeper.store) == []
         escrows.control.mine()
         for keeper in keepers:
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        assert {i.outcome for i in keepers[0].store.all_intents()} == {"confirmed"}
+            await run(keeper, escrows, rpc, ids)
+        assert {i.outcome for i in keeper_books.all_intents(keepers[0].store)} == {"confirmed"}
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
         assert [nonce_of(escrows, k) for k in KEEPER_KEYS] == [1, 0, 0]
 
@@ -124,14 +115,16 @@ class TestCompetingKeepers:
             escrows.control.set_automine(True)
         escrows.control.mine()
         for keeper in (first, second):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         receipts = [
             escrows.control.call("eth_getTransactionReceipt", a.tx_hash)
             for k in (first, second)
-            for a in k.store.all_attempts()
+            for a in keeper_books.all_attempts(k.store)
         ]
         assert [r["status"] for r in receipts] == ["0x1", "0x1"]
-        outcomes = sorted(str(k.store.all_intents()[0].outcome) for k in (first, second))
+        outcomes = sorted(
+            str(keeper_books.all_intents(k.store)[0].outcome) for k in (first, second)
+        )
         assert outcomes == ["confirmed", "preempted"]
 
 
@@ -149,7 +142,7 @@ class TestBatching:
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.sent == 2
         await run(keeper, escrows, rpc, ids, ticks=2)
-        intents = keeper.store.all_intents()
+        intents = keeper_books.all_intents(keeper.store)
         assert len(intents) == 100 and {i.outcome for i in intents} == {"confirmed"}
         assert len({i.tx_hash for i in intents}) == 2
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
@@ -165,7 +158,7 @@ class TestBatching:
         escrows.control.mine_at(expiry)
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.sent == 3 and keeper.tx.multicall is None
-        assert {a.kind for a in keeper.store.all_attempts()} == {"call"}
+        assert {a.kind for a in keeper_books.all_attempts(keeper.store)} == {"call"}
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
 
     async def test_subject_failing_inside_batch_is_preempted(
@@ -188,7 +181,7 @@ class TestBatching:
             escrows.control.set_automine(True)
         escrows.control.mine()
         await run(keeper, escrows, rpc, ids, ticks=2)
-        outcomes = {i.subject: i.outcome for i in keeper.store.all_intents()}
+        outcomes = {i.subject: i.outcome for i in keeper_books.all_intents(keeper.store)}
         assert outcomes == {ids[0]: "preempted", ids[1]: "confirmed", ids[2]: "confirmed"}
 
 
@@ -205,19 +198,21 @@ class TestPermission:
         keeper = make_keeper()
         escrows.control.mine_at(deadline + 1)
         summary = await keeper.tick(await head(rpc), [], [dm.task(task_id, deadline)])
-        [intent] = keeper.store.all_intents()
+        [intent] = keeper_books.all_intents(keeper.store)
         assert (intent.action, intent.outcome) == ("evaluatorTimeout", "not_permitted")
         assert intent.detail == "NotTrustedForwarder()" and summary.sent == 0
-        assert keeper.store.all_attempts() == []  # nothing was ever signed for it
+        assert keeper_books.all_attempts(keeper.store) == []  # nothing was ever signed for it
         for _ in range(keeper.settings.redecide_after_blocks + 2):
             escrows.control.mine()
             await keeper.tick(await head(rpc), [], [dm.task(task_id, deadline)])
-        timeout_intents = [i for i in keeper.store.all_intents() if i.action == "evaluatorTimeout"]
+        timeout_intents = [
+            i for i in keeper_books.all_intents(keeper.store) if i.action == "evaluatorTimeout"
+        ]
         assert timeout_intents == [intent]  # untouched: same decision, same row
-        refunds = [i for i in keeper.store.all_intents() if i.action == "refundExpired"]
+        refunds = [i for i in keeper_books.all_intents(keeper.store) if i.action == "refundExpired"]
         assert [(i.outcome) for i in refunds] == ["confirmed"]
         assert dm.task(task_id).status.name == "EXPIRED"
-        [attempt] = keeper.store.all_attempts()
+        [attempt] = keeper_books.all_attempts(keeper.store)
         tx = escrows.control.call("eth_getTransactionByHash", attempt.tx_hash)
         assert "3e91a36b" + task_id[2:] + "00" * 32 in tx["input"]
 
@@ -255,17 +250,17 @@ class TestFees:
         escrows.control.mine_at(expiry)
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.fee_cap and summary.sent == 0
-        [intent] = keeper.store.all_intents()
+        [intent] = keeper_books.all_intents(keeper.store)
         assert (intent.status, intent.outcome) == ("open", "fee_cap")
-        assert keeper.store.all_attempts() == []
+        assert keeper_books.all_attempts(keeper.store) == []
         escrows.control.set_base_fee(10**9)
         escrows.control.mine()
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.sent == 1
-        [attempt] = keeper.store.all_attempts()
+        [attempt] = keeper_books.all_attempts(keeper.store)
         assert attempt.max_fee <= 20 * 10**9
         await run(keeper, escrows, rpc, ids, ticks=2)
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
 
 
 class TestModes:
@@ -281,7 +276,7 @@ class TestModes:
         escrows.control.mine_at(expiry)
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert [r.verdict for r in summary.simulated] == ["ok", "ok"]
-        assert summary.sent == 0 and keeper.store.all_intents() == []
+        assert summary.sent == 0 and keeper_books.all_intents(keeper.store) == []
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 0
 
     async def test_low_balance_stops_sending(
@@ -319,7 +314,7 @@ async def test_thousand_jobs_expiring_in_one_block(
         escrows.control.set_automine(True)
     assert summary.sent == 10
     await run(keeper, escrows, rpc, ids, ticks=2)
-    intents = keeper.store.all_intents()
+    intents = keeper_books.all_intents(keeper.store)
     assert len(intents) == 1000 and {i.outcome for i in intents} == {"confirmed"}
     assert {i.receipt_block for i in intents} == {start + 1}
     assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
@@ -343,7 +338,7 @@ class TestTaskBoundaries:
         assert state.expiry_time >= deadline  # evaluate raised the expiry to the deadline
         assert (await keeper.tick(await head(rpc), [], [state])).sent == 1
         assert dm.task(task_id).status.name == "ACCEPTED"
-        assert [i.action for i in keeper.store.all_intents()] == ["finalizeVerdict"]
+        assert [i.action for i in keeper_books.all_intents(keeper.store)] == ["finalizeVerdict"]
 
     @pytest.mark.parametrize("market", ["diamond", "legacy"])
     async def test_refund_one_second_after_expiry(
@@ -388,7 +383,10 @@ class TestTaskHazards:
             summary = await keeper.tick(await head(rpc), [], [dm.task(task_id, None, deadline)])
             assert [r.kind.value for r in summary.reports] == ["disputed_past_expiry"]
             escrows.control.mine()
-        assert keeper.store.all_intents() == [] and keeper.store.all_attempts() == []
+        assert (
+            keeper_books.all_intents(keeper.store) == []
+            and keeper_books.all_attempts(keeper.store) == []
+        )
         assert dm.task(task_id).status is TaskStatus.DISPUTED
 
     async def test_appealing_past_expiry_is_finalized_not_refunded(
@@ -400,7 +398,7 @@ class TestTaskHazards:
         keeper = make_keeper()
         escrows.control.mine_at(dm.task(task_id).expiry_time + 100)
         await keeper.tick(await head(rpc), [], [dm.task(task_id, None, deadline)])
-        assert [i.action for i in keeper.store.all_intents()] == ["finalizeVerdict"]
+        assert [i.action for i in keeper_books.all_intents(keeper.store)] == ["finalizeVerdict"]
         assert dm.task(task_id).status is TaskStatus.ACCEPTED
 
     async def test_bounty_with_submissions_is_not_refunded(
@@ -415,7 +413,7 @@ class TestTaskHazards:
         escrows.control.mine_at(state.expiry_time + 10)
         summary = await keeper.tick(await head(rpc), [], [state])
         assert [r.kind.value for r in summary.reports] == ["submissions_pending_past_expiry"]
-        assert keeper.store.all_intents() == []
+        assert keeper_books.all_intents(keeper.store) == []
         refund = calldata("refundExpired(bytes32,uint256)", bytes.fromhex(task_id[2:]), 0)
         with pytest.raises(RpcError) as err:
             escrows.view(dm.address, refund)
@@ -440,7 +438,10 @@ async def test_open_job_with_budget_is_reported_not_refunded(
             ]
             escrows.control.mine()
     assert [e["event"] for e in logs].count("keeper_report") == 1
-    assert keeper.store.all_intents() == [] and keeper.store.all_attempts() == []
+    assert (
+        keeper_books.all_intents(keeper.store) == []
+        and keeper_books.all_attempts(keeper.store) == []
+    )
     assert escrows.jobs([job_id])[0].status is JobStatus.OPEN
 
 
@@ -466,4 +467,4 @@ async def test_sharded_keepers_with_one_dead(
 
 
 async def keeper_round(keeper: Keeper, escrows: Escrows, rpc: RpcClient, ids: list[str]) -> None:
-    await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+    await run(keeper, escrows, rpc, ids)

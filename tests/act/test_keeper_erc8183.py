@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from erc8183_flows import CLAIM_REFUND, Flows
 from keeper_harness import CLIENT, DEPLOYER, PROVIDER, Escrows, MakeKeeper, address_of
+from support import keeper_books
 
 from keeper.api.reads import ApiReads
 from keeper.app import run_status
@@ -60,7 +61,7 @@ async def test_partly_settled_job_refunded_with_the_bytes_call(
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     flows.e.control.mine()
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
-    [attempt] = keeper.store.all_attempts()
+    [attempt] = keeper_books.all_attempts(keeper.store)
     assert bytes.fromhex(CLAIM_REFUND) in attempt.data and attempt.status == "confirmed"
     assert flows.status(job) == EXPIRED
     assert flows.balance(address_of(CLIENT)) - before == 600
@@ -81,12 +82,12 @@ async def test_pending_claim_waits_visibly_then_refund(
     keeper = make_keeper(db=flows.db)
     summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     assert [r.kind for r in summary.reports] == [ReportKind.CLAIM_PENDING_PAST_EXPIRY]
-    assert summary.simulated == [] and keeper.store.all_intents() == []
+    assert summary.simulated == [] and keeper_books.all_intents(keeper.store) == []
     flows.reject(claim)
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     flows.e.control.mine()
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
-    assert [i.outcome for i in keeper.store.all_intents()] == ["confirmed"]
+    assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED
 
 
@@ -104,7 +105,7 @@ async def test_paused_escrow_gets_no_send_and_no_simulation(
         summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
         assert summary.simulated == [] and list(summary.paused) == [flows.c]
         flows.e.control.mine()
-    assert keeper.store.all_intents() == []
+    assert keeper_books.all_intents(keeper.store) == []
     assert sample(metrics, "keeper_contract_paused", contract="erc8183") == 1.0
     # one status line, in `keeper status` and /v1/status's read model
     assert run_status(str(flows.config), as_json=False) == 0
@@ -117,7 +118,7 @@ async def test_paused_escrow_gets_no_send_and_no_simulation(
     flows.e.control.mine()
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     assert sample(metrics, "keeper_contract_paused", contract="erc8183") == 0.0
-    assert [i.outcome for i in keeper.store.all_intents()] == ["confirmed"]
+    assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED
 
 
@@ -134,7 +135,7 @@ async def test_reverting_hook_reported_once_until_detached(
     metrics = Metrics(contract_names={flows.c: "erc8183"})
     keeper = make_keeper(db=flows.db, metrics=metrics)
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
-    [intent] = keeper.store.all_intents()
+    [intent] = keeper_books.all_intents(keeper.store)
     assert intent.outcome == "reverted_in_simulation"
     assert intent.detail is not None and intent.detail.startswith("hook_blocked")
     blocked = {"contract": "erc8183", "action": "claimRefund", "outcome": "hook_blocked"}
@@ -148,7 +149,7 @@ async def test_reverting_hook_reported_once_until_detached(
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     flows.e.control.mine()
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
-    assert [i.outcome for i in keeper.store.all_intents()] == ["confirmed"]
+    assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED
     assert sample(metrics, "keeper_actions_total", **blocked) == 1.0
 
@@ -163,10 +164,10 @@ async def test_submitted_job_untouched_until_expiry_plus_grace(
     keeper = make_keeper(db=flows.db)
     flows.e.control.mine_at(state.expired_at + EVALUATION_GRACE_PERIOD - 1)
     summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
-    assert summary.planned == 0 and keeper.store.all_intents() == []
+    assert summary.planned == 0 and keeper_books.all_intents(keeper.store) == []
     flows.e.control.mine_at(state.expired_at + EVALUATION_GRACE_PERIOD)
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
     flows.e.control.mine()
     await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
-    assert [i.outcome for i in keeper.store.all_intents()] == ["confirmed"]
+    assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED

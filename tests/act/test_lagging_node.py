@@ -9,23 +9,17 @@ still carry out.
 
 from __future__ import annotations
 
-from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
+from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, head, make_rpc, nonce_of, run
+from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
-from keeper.domain.model import BlockHeader, JobStatus
+from keeper.domain.model import JobStatus
 from keeper.rpc.client import RpcClient
-
-
-async def head(rpc: RpcClient) -> BlockHeader:
-    block = await rpc.get_block("latest")
-    assert block is not None
-    return block
 
 
 def sent_nonces(escrows: Escrows) -> int:
     """Nonces the keeper's address has spent on the canonical chain."""
-    count = escrows.control.call("eth_getTransactionCount", address_of(KEEPER_KEYS[0]), "latest")
-    return int(count, 16)
+    return nonce_of(escrows, KEEPER_KEYS[0])
 
 
 async def test_a_head_below_one_already_ticked_on_decides_nothing(
@@ -33,9 +27,7 @@ async def test_a_head_below_one_already_ticked_on_decides_nothing(
 ) -> None:
     """A lagging endpoint's head is older than the keeper's last: no decision is made on it,
     and the next head at or above the last one decides as usual."""
-    expiry = escrows.now() + 100
-    ids = escrows.funded_jobs(1, expiry)
-    escrows.control.mine_at(expiry)
+    ids = escrows.expired_jobs(1)
     old = await head(rpc)
     escrows.control.mine(3)
     keeper = make_keeper()
@@ -43,13 +35,13 @@ async def test_a_head_below_one_already_ticked_on_decides_nothing(
     await keeper.tick(await head(rpc), [], [])
     summary = await keeper.tick(old, escrows.jobs(ids), [])
     assert (summary.planned, summary.sent) == (0, 0)
-    assert keeper.store.all_intents() == []
+    assert keeper_books.all_intents(keeper.store) == []
     summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
     assert summary.sent == 1
     escrows.control.mine()
-    await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+    await run(keeper, escrows, rpc, ids)
     assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-    assert keeper.store.all_intents()[0].outcome == "confirmed"
+    assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
 
 
 async def test_a_replacement_that_fails_because_the_first_send_landed_confirms_the_first(
@@ -60,24 +52,22 @@ async def test_a_replacement_that_fails_because_the_first_send_landed_confirms_t
     re-simulation fails (the refund is already done: by that very transaction), so the
     nonce goes to a cancel, which the node refuses. The intent must stay with the first
     transaction and end confirmed with its hash, never preempted and free to be sent again."""
-    expiry = escrows.now() + 100
-    ids = escrows.funded_jobs(1, expiry)
-    escrows.control.mine_at(expiry)
+    ids = escrows.expired_jobs(1)
     async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as replica:
         keeper = make_keeper(client=replica, multicall=None)
         decided = await head(rpc)
         await keeper.tick(decided, escrows.jobs(ids), [])  # automine: mined in the next block
-        [first] = keeper.store.all_attempts()
+        [first] = keeper_books.all_attempts(keeper.store)
         proxy.rules.on("eth_getTransactionReceipt", null_result=1)
         proxy.rules.on("eth_getTransactionByHash", null_result=1)
         await keeper.tick(decided, escrows.jobs(ids), [])
-        kinds = [(a.kind, a.status) for a in keeper.store.all_attempts()]
+        kinds = [(a.kind, a.status) for a in keeper_books.all_attempts(keeper.store)]
         assert kinds == [("call", "sent"), ("cancel", "failed")], kinds
-        [intent] = keeper.store.all_intents()
+        [intent] = keeper_books.all_intents(keeper.store)
         assert intent.status == "inflight", intent
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
     assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-    [intent] = keeper.store.all_intents()
+    [intent] = keeper_books.all_intents(keeper.store)
     assert (intent.outcome, intent.tx_hash) == ("confirmed", first.tx_hash)
     assert sent_nonces(escrows) == 1

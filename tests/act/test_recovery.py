@@ -16,23 +16,28 @@ from pathlib import Path
 
 import pytest
 from erc8183_flows import Flows
-from keeper_harness import CLIENT, KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
+from keeper_harness import (
+    CLIENT,
+    KEEPER_KEYS,
+    Escrows,
+    MakeKeeper,
+    address_of,
+    head,
+    make_rpc,
+    nonce_of,
+    run,
+)
 from prometheus_client import CollectorRegistry
+from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper
-from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol
+from keeper.domain.model import JobState, JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 
 CHILD = Path(__file__).with_name("keeper_child.py")
-
-
-async def head(rpc: RpcClient) -> BlockHeader:
-    block = await rpc.get_block("latest")
-    assert block is not None
-    return block
 
 
 def confirmed_counts(registry: CollectorRegistry) -> list[float]:
@@ -44,10 +49,6 @@ def confirmed_counts(registry: CollectorRegistry) -> list[float]:
         for s in m.samples
         if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
     ]
-
-
-def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
-    return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
 
 
 def intent_receipt_hash(keeper: Keeper, intent_id: int) -> str:
@@ -68,22 +69,18 @@ class TestLostReply:
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """The proxy forwards the raw tx and cuts the reply; the next tick finds the receipt."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as flaky:
             keeper = make_keeper(client=flaky)
             proxy.rules.on("eth_sendRawTransaction", drop_reply=1)
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            [attempt] = keeper.store.all_attempts()
+            await run(keeper, escrows, rpc, ids)
+            [attempt] = keeper_books.all_attempts(keeper.store)
             assert attempt.status == "signed"  # we do not know whether it went out
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids, ticks=2)
             assert sends(proxy) == 1
-        [attempt] = keeper.store.all_attempts()
-        [intent] = keeper.store.all_intents()
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        [intent] = keeper_books.all_intents(keeper.store)
         assert (attempt.status, intent.outcome, intent.tx_hash) == (
             "confirmed",
             "confirmed",
@@ -169,9 +166,7 @@ class TestSigkill:
         forwarded: bool,
     ) -> None:
         """The restarted keeper resends the stored bytes (or finds them mined), never a new tx."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(2, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(2)
         db = tmp_path / "keeper0.db"
         with RpcProxy(escrows.url) as proxy:
             if forwarded:  # the node gets the tx; the reply never comes back
@@ -189,12 +184,10 @@ class TestSigkill:
         keeper = make_keeper(db=db)
         await keeper.recover()
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [attempt] = keeper.store.all_attempts()
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        [attempt] = keeper_books.all_attempts(keeper.store)
         assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
-        assert {i.outcome for i in keeper.store.all_intents()} == {"confirmed"}
+        assert {i.outcome for i in keeper_books.all_intents(keeper.store)} == {"confirmed"}
         assert (
             nonce_of(escrows, KEEPER_KEYS[0]) == 1 == nonce_of(escrows, KEEPER_KEYS[0], "pending")
         )
@@ -239,7 +232,7 @@ class TestSigkillERC8183:
             for _ in range(3):
                 escrows.control.mine()
                 await keeper.tick(await head(rpc), await flows.jobs(), [])
-            [attempt] = keeper.store.all_attempts()
+            [attempt] = keeper_books.all_attempts(keeper.store)
             assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
             assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
             assert flows.status(job) == 5
@@ -274,9 +267,11 @@ class TestCrashBeforeSimulation:
         keeper = make_keeper(db=db)
         await keeper.recover()
         for _ in range(2):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             escrows.control.mine()
-        outcomes = {i.subject: (i.status, i.outcome) for i in keeper.store.all_intents()}
+        outcomes = {
+            i.subject: (i.status, i.outcome) for i in keeper_books.all_intents(keeper.store)
+        }
         assert outcomes == {ids[0]: ("done", "preempted"), ids[1]: ("done", "confirmed")}
         assert keeper.store.open_intents() == []
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
@@ -289,24 +284,22 @@ class TestForgetfulNode:
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """After anvil drops the pending tx, the keeper resends the identical bytes."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         keeper = make_keeper()
         escrows.control.set_automine(False)
         try:
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            [attempt] = keeper.store.all_attempts()
+            await run(keeper, escrows, rpc, ids)
+            [attempt] = keeper_books.all_attempts(keeper.store)
             escrows.control.drop_transaction(attempt.tx_hash)
             assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is None
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             assert escrows.control.call("eth_getTransactionByHash", attempt.tx_hash) is not None
             escrows.control.mine()
         finally:
             escrows.control.set_automine(True)
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [again] = keeper.store.all_attempts()
+        await run(keeper, escrows, rpc, ids)
+        [again] = keeper_books.all_attempts(keeper.store)
         assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
 
 
@@ -322,8 +315,8 @@ class TestStuck:
         escrows.control.mine_at(expiry)
         keeper = make_keeper()
         escrows.control.set_automine(False)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [first] = keeper.store.all_attempts()
+        await run(keeper, escrows, rpc, ids)
+        [first] = keeper_books.all_attempts(keeper.store)
         # the base fee jumps above what the pending tx offers: it cannot be included
         escrows.control.set_base_fee(first.max_fee + 10**9)
         escrows.control.mine()
@@ -337,19 +330,19 @@ class TestStuck:
         keeper, ids = await self._stuck(escrows, rpc, make_keeper)
         try:
             for _ in range(keeper.settings.bump_after_blocks):
-                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                await run(keeper, escrows, rpc, ids)
                 escrows.control.mine()
         finally:
             escrows.control.set_automine(True)
         for _ in range(2):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        attempts = keeper.store.all_attempts()
+            await run(keeper, escrows, rpc, ids)
+        attempts = keeper_books.all_attempts(keeper.store)
         assert len(attempts) == 2 and attempts[0].nonce == attempts[1].nonce == 0
         assert attempts[1].max_fee * 8 >= attempts[0].max_fee * 9
         assert attempts[1].tip * 8 >= attempts[0].tip * 9
         assert [a.status for a in attempts] == ["replaced", "confirmed"]
-        assert keeper.store.all_intents()[0].tx_hash == attempts[1].tx_hash
+        assert keeper_books.all_intents(keeper.store)[0].tx_hash == attempts[1].tx_hash
 
     async def test_obsolete_stuck_tx_is_cancelled(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
@@ -362,20 +355,20 @@ class TestStuck:
             escrows.control.mine()
             assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
             for _ in range(keeper.settings.bump_after_blocks):
-                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                await run(keeper, escrows, rpc, ids)
                 escrows.control.mine()
         finally:
             escrows.control.set_automine(True)
         for _ in range(2):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        attempts = keeper.store.all_attempts()
+            await run(keeper, escrows, rpc, ids)
+        attempts = keeper_books.all_attempts(keeper.store)
         assert [(a.kind, a.status) for a in attempts] == [
             ("batch", "replaced"),  # alone, but through Multicall3 (allowFailure)
             ("cancel", "confirmed"),
         ]
         assert attempts[1].to_address == address_of(KEEPER_KEYS[0])
-        assert keeper.store.all_intents()[0].outcome == "preempted"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "preempted"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
 
@@ -388,22 +381,20 @@ class TestRefusedAsUnderpriced:
     ) -> None:
         """A node with a minimum price above the market suggestion refuses the same fees
         forever; each new signature at the refused nonce must offer >= 12.5% more."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as picky:
             keeper = make_keeper(client=picky, redecide_after_blocks=0)
             proxy.rules.reject_tx("underpriced", client=client, count=2)
             for _ in range(4):
-                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                await run(keeper, escrows, rpc, ids)
                 escrows.control.mine()
-        attempts = keeper.store.all_attempts()
+        attempts = keeper_books.all_attempts(keeper.store)
         assert [a.status for a in attempts] == ["failed", "failed", "confirmed"]
         assert {a.nonce for a in attempts} == {0}
         for before, after in itertools.pairwise(attempts):
             assert after.max_fee * 8 >= before.max_fee * 9
             assert after.tip * 8 >= before.tip * 9
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
 
 
@@ -415,24 +406,18 @@ class TestReorg:
     ) -> None:
         """After anvil_reorg removes the refund's block, the keeper sends it again and confirms;
         keeper_actions_total counts the action confirmed once, not once per confirmation."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         registry = CollectorRegistry()
         keeper = make_keeper(metrics=Metrics(registry))
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [intent] = keeper.store.all_intents()
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        [intent] = keeper_books.all_intents(keeper.store)
         assert intent.outcome == "confirmed"
         escrows.control.reorg(2)  # replaces the refund's block and the one after it
         assert escrows.control.call("eth_getTransactionReceipt", intent.tx_hash) is None
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids, ticks=2)
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-        [again] = keeper.store.all_intents()
+        [again] = keeper_books.all_intents(keeper.store)
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
         assert confirmed_counts(registry) == [1.0]
@@ -442,23 +427,19 @@ class TestReorg:
     ) -> None:
         """Reorged out, then held at the fee cap (which rewrites the intent's detail), then
         confirmed again: keeper_actions_total still counts one confirmation."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         registry = CollectorRegistry()
         keeper = make_keeper(metrics=Metrics(registry), max_fee_cap=20 * 10**9)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         escrows.control.set_automine(False)
         escrows.control.reorg(2)  # the refund's block goes; its tx is pending again
         escrows.control.set_base_fee(50 * 10**9)
         escrows.control.mine()
         held = False
         for _ in range(6):  # the pending tx cannot pay 50 gwei: a replacement is capped
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-            held = held or keeper.store.all_intents()[0].outcome == "fee_cap"
+            await run(keeper, escrows, rpc, ids)
+            held = held or keeper_books.all_intents(keeper.store)[0].outcome == "fee_cap"
             escrows.control.mine()
         assert held
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
@@ -466,32 +447,28 @@ class TestReorg:
         escrows.control.set_automine(True)
         for _ in range(4):
             escrows.control.mine()
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert confirmed_counts(registry) == [1.0]
 
     async def test_reorg_beyond_the_watch_window_is_caught_by_the_nonce(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
         """A keeper that slept through a reorg older than its watch window still re-executes."""
-        expiry = escrows.now() + 100
-        ids = escrows.funded_jobs(1, expiry)
-        escrows.control.mine_at(expiry)
+        ids = escrows.expired_jobs(1)
         keeper = make_keeper(reorg_watch_blocks=2)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         escrows.control.mine(4)
         escrows.control.reorg(6)  # the refund's block goes, 6 blocks deep
         escrows.control.mine(4)  # ... and the keeper only wakes up 4 blocks later
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
         for _ in range(3):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             escrows.control.mine()
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
-        assert keeper.store.all_intents()[0].outcome == "confirmed"
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
 
@@ -519,11 +496,11 @@ class TestNonceGap:
             escrows.control.set_automine(True)
         assert escrows.control.call("eth_getTransactionReceipt", foreign) is not None
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
         assert keeper.store.attempts_at(keeper.address, 1)[0].status == "dropped"
         escrows.control.reorg(2)  # takes out both our nonce 0 and the foreign nonce 1
         for _ in range(keeper.settings.redecide_after_blocks + 3):
-            await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            await run(keeper, escrows, rpc, ids)
             escrows.control.mine()
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
         pending = nonce_of(escrows, KEEPER_KEYS[0], "pending")
@@ -546,18 +523,18 @@ async def test_random_reorgs_settle_every_refund_once(
     keeper = make_keeper(confirmations=2, batch_size=3, multicall=multicall)
     for _ in range(40):
         escrows.control.increase_time(rng.randint(5, 40))
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
         if rng.random() < 0.5:
             escrows.control.reorg(rng.randint(1, 6))
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
     escrows.control.increase_time(1000)
     for _ in range(keeper.settings.redecide_after_blocks * 3):
         escrows.control.mine()
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        await run(keeper, escrows, rpc, ids)
     assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
     assert keeper.store.open_nonces(keeper.address) == {}
     assert nonce_of(escrows, KEEPER_KEYS[0]) == nonce_of(escrows, KEEPER_KEYS[0], "pending")
-    intents = keeper.store.all_intents()
+    intents = keeper_books.all_intents(keeper.store)
     assert sorted(i.subject for i in intents) == sorted(ids)
     assert {i.outcome for i in intents} == {"confirmed"}
     for intent in intents:  # the recorded refund is the one on the surviving chain

@@ -14,6 +14,7 @@ from eth_account import Account
 from eth_typing import HexStr
 from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, address_of, make_rpc
 from prometheus_client import generate_latest
+from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper, KeeperSettings, Signer, load_signer
@@ -135,7 +136,7 @@ async def test_key_never_leaves_the_process(
             await keeper.tick(await rpc_head(rpc), escrows.jobs(ids), [])
         except Exception as exc:  # the failure surfaces to the daemon: it must not carry the key
             errors.append(repr(exc) + str(exc))
-    assert {i.outcome for i in keeper.store.all_intents()} == {"confirmed"}
+    assert {i.outcome for i in keeper_books.all_intents(keeper.store)} == {"confirmed"}
     dump = "\n".join(keeper.store.conn.iterdump())
     scraped = generate_latest(metrics.registry).decode()
     everything = "\n".join([buffer.getvalue(), dump, scraped, *errors, repr(keeper), repr(signer)])

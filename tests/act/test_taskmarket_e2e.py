@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from keeper_harness import CLIENT, Escrows, MakeKeeper, address_of
+from support import keeper_books
 from taskmarket_harness import REWARD, Diamond
 
 from keeper.app import build_rpc, sync_settings, watched
@@ -113,7 +114,7 @@ async def test_created_then_expired_is_indexed_and_refunded(
     assert await _tick(rpc, keeper, index) == 0
     escrows.control.mine_at(expiry + 1)
     assert await _tick(rpc, keeper, index) == 1
-    [attempt] = keeper.store.all_attempts()
+    [attempt] = keeper_books.all_attempts(keeper.store)
     tx = escrows.control.call("eth_getTransactionByHash", attempt.tx_hash)
     assert "3e91a36b" + task_id[2:] + "00" * 32 in tx["input"]
     escrows.control.mine()
@@ -135,7 +136,7 @@ async def test_task_updated_moves_the_keepers_deadline(
     escrows.control.mine_at(old + 1)
     assert await _tick(rpc, keeper, index) == 0
     assert index.task(dm.address, task_id).expiry_time == old + 2000
-    assert keeper.store.all_intents() == []
+    assert keeper_books.all_intents(keeper.store) == []
     escrows.control.mine_at(old + 2001)
     assert await _tick(rpc, keeper, index) == 1
     assert dm.task(task_id).status is TaskStatus.EXPIRED
@@ -152,7 +153,7 @@ async def test_bounty_with_submissions_is_not_refunded(
     assert await _tick(rpc, keeper, index) == 0
     row = index.task(dm.address, task_id)
     assert (row.mode, row.status, row.extra["active_submissions"]) == (BOUNTY, TaskStatus.OPEN, "1")
-    assert keeper.store.all_intents() == []
+    assert keeper_books.all_intents(keeper.store) == []
     assert [r.kind.value for r in keeper.last.reports] == ["submissions_pending_past_expiry"]  # type: ignore[union-attr]
 
 

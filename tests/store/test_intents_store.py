@@ -6,11 +6,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from keeper_harness import open_db
+from support import keeper_books
 
 from keeper.domain.model import Protocol
 from keeper.domain.planner import Action, ActionKind
+from keeper.store.db import connect
 from keeper.store.intents import IntentStore
+from keeper.store.migrations import migrate
 
 C = "0x" + "12" * 20
 SIGNER = "0x" + "34" * 20
@@ -22,7 +24,9 @@ def act(subject: str, kind: ActionKind = ActionKind.CLAIM_REFUND) -> Action:
 
 @pytest.fixture
 def store(tmp_path: Path) -> IntentStore:
-    return IntentStore(open_db(tmp_path / "k.db"), chain_id=31337, clock=lambda: 1.0)
+    conn = connect(tmp_path / "k.db")
+    migrate(conn)
+    return IntentStore(conn, chain_id=31337, clock=lambda: 1.0)
 
 
 def attempt(store: IntentStore, nonce: int, ids: list[int], tag: str) -> int:
@@ -51,7 +55,7 @@ class TestIntents:
         [again] = store.open_decisions([act("1")], 20, "0xbb")
         assert again.id == first.id
         assert (again.status, again.outcome, again.decided_block) == ("open", None, 20)
-        assert len(store.all_intents()) == 1
+        assert len(keeper_books.all_intents(store)) == 1
 
     def test_database_refuses_a_duplicate_key(self, store: IntentStore) -> None:
         """The UNIQUE key holds even for a raw insert that bypasses the store."""
@@ -72,7 +76,7 @@ class TestIntents:
         store.set_outcome([a.id], "not_permitted", status="done")
         store.set_outcome([b.id], "preempted", status="done")
         assert store.denied() == {(C, "0x" + "01" * 32, "evaluatorTimeout")}
-        assert store.outcome_counts() == {"not_permitted": 1, "preempted": 1}
+        assert keeper_books.outcome_counts(store) == {"not_permitted": 1, "preempted": 1}
 
 
 class TestAttempts:
@@ -83,8 +87,10 @@ class TestAttempts:
         intents = store.open_decisions([act("1"), act("2")], 10, "0xaa")
         aid = attempt(store, 0, [i.id for i in intents], "a1")
         assert store.attempt_intent_ids(aid) == [i.id for i in intents]
-        assert {(i.status, i.attempts) for i in store.all_intents()} == {("inflight", 1)}
-        [row] = store.all_attempts()
+        assert {(i.status, i.attempts) for i in keeper_books.all_intents(store)} == {
+            ("inflight", 1)
+        }
+        [row] = keeper_books.all_attempts(store)
         assert (row.status, row.max_fee, row.raw_tx) == ("signed", 2**200, b"\x02a1")
         stored = store.conn.execute(
             "SELECT typeof(max_fee), max_fee FROM keeper_attempts"
