@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.backfill import JOBS_PER_BLOCK, MAX_RANGE
 from bench.workload import job_flows
-from keeper.app import tune_gc
+from keeper.compose import tune_gc
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.domain.events import decode_logs

@@ -25,16 +25,15 @@ from typing import Any
 
 from bench.common import Result, Sender, calldata, wait_receipts, write_config
 from keeper.act import Keeper, KeeperSettings, Signer
-from keeper.app import build_rpc, sync_settings, watched
+from keeper.compose import build_rpc
 from keeper.config import load_config
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.domain.taskmodes import CLAIM
+from keeper.indexing import build_indexing
 from keeper.store.db import connect
-from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
 from keeper.store.states import live_jobs, live_tasks
-from keeper.sync.indexer import Indexer
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,8 @@ async def run_mode(url: str, d: Deployment, escrow: Escrow, n: int, expired_at: 
     conn = connect(cfg.database.path)
     migrate(conn)
     rpc = build_rpc(cfg, None)
-    indexer = Indexer(rpc, IndexStore(conn, cfg.chain.chain_id), watched(cfg), sync_settings(cfg))
+    indexing = build_indexing(cfg, rpc, conn)
+    indexer = indexing.indexer
     keeper = Keeper(
         settings=KeeperSettings(max_fee_cap=100 * 10**9, confirmations=1, min_balance_wei=10**15,
                                 multicall=multicall, batch_size=batch_size),
@@ -228,7 +228,7 @@ async def run_mode(url: str, d: Deployment, escrow: Escrow, n: int, expired_at: 
         contracts=cfg.contracts,
     )  # fmt: skip
     try:
-        await indexer.backfill()
+        await indexing.backfill()
         await keeper.recover()
         chain.set_automine(False)
         chain.mine_at(expired_at)  # the deadline block: every job is now refundable
@@ -238,7 +238,7 @@ async def run_mode(url: str, d: Deployment, escrow: Escrow, n: int, expired_at: 
         done_at = None
         ticks = 0
         while time.perf_counter() - t0 < 120:
-            await indexer.step()
+            await indexing.step()
             head = indexer.state.head
             assert head is not None
             if indexer.start_cursor() >= head.number:

@@ -26,8 +26,9 @@ from bench.workload import job_flows
 from keeper import app
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
+from keeper.indexing import IndexPipeline
 from keeper.rpc.client import RpcClient
-from keeper.store.index_store import IndexStore
+from keeper.store.projections import Projections
 from keeper.sync.indexer import Indexer
 
 STAGES: list[tuple[type, str]] = [
@@ -35,8 +36,8 @@ STAGES: list[tuple[type, str]] = [
     (RpcClient, "get_blocks"),
     (Indexer, "decode"),
     (Indexer, "execute_reads"),
-    (Indexer, "commit"),
-    (IndexStore, "_rebuild_subjects"),
+    (IndexPipeline, "apply"),
+    (Projections, "rebuild_subjects"),
 ]
 
 

@@ -186,9 +186,9 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _devnet(args: argparse.Namespace) -> int:
-    from keeper import app
+    from keeper.devnet.command import run_devnet_command
 
-    return asyncio.run(app.run_devnet_command(args))
+    return asyncio.run(run_devnet_command(args))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 It owns the task group, the signal handlers and the shutdown order: stop
 taking new work, let in-flight writes and sends finish (each is a short
 synchronous transaction or a persisted intent), close the database, exit 0.
-The components come from :func:`keeper.app.build`.
+The components come from :func:`keeper.compose.build`; each indexer step is
+committed by the consumer in :mod:`keeper.indexing`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aiohttp import web
 
 from keeper.act.detect import DialectBook, detect_all, publish_dialects
 from keeper.api.serve import ApiThread
-from keeper.app import build, check_chain_id, load, tune_gc
+from keeper.compose import build, check_chain_id, load, tune_gc
 from keeper.config import Config
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.pacing import BlockPace
@@ -176,13 +177,13 @@ class Daemon:
         self.verifier = build_verifier(self.cfg.verdicts, conn=self.c.conn, metrics=self.c.metrics)
 
     async def index_loop(self) -> None:
-        indexer = self.c.indexer
+        indexing, indexer = self.c.indexing, self.c.indexer
         clock = asyncio.get_running_loop().time
         pace = BlockPace()
         failures = 0
         while not self.stop.is_set():
             try:
-                progressed = await indexer.step()
+                progressed = await indexing.step()
                 self.rpc_ok = True
                 failures = 0
                 if indexer.state.head is not None:
@@ -257,7 +258,7 @@ class Daemon:
 
     async def token_loop(self) -> None:
         """Label amounts with each token's units, off the indexing path (see keeper.sync.tokens)."""
-        from keeper.sync.tokens import read_new_tokens
+        from keeper.indexing import read_new_tokens
 
         reader = dbmod.connect(self.cfg.database.path, readonly=True)
         try:

@@ -11,6 +11,7 @@ through a float.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from eth_utils.crypto import keccak
@@ -19,11 +20,22 @@ __all__ = [
     "DECIMALS_CALL",
     "MAX_DECIMALS",
     "SYMBOL_CALL",
+    "TokenMeta",
     "decode_decimals",
     "decode_symbol",
     "format_units",
     "group_digits",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenMeta:
+    """What a token answered; ``decimals`` None means amounts stay in base units."""
+
+    token: str
+    decimals: int | None
+    symbol: str | None
+
 
 DECIMALS_CALL: Final = keccak(text="decimals()")[:4]
 SYMBOL_CALL: Final = keccak(text="symbol()")[:4]

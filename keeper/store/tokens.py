@@ -9,20 +9,12 @@ life and a symbol change does not change any amount.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+
+from keeper.domain.tokens import TokenMeta
 
 __all__ = ["TokenMeta", "save_token_meta", "token_meta", "tokens_to_read"]
 
 _ZERO = "0x" + "00" * 20
-
-
-@dataclass(frozen=True, slots=True)
-class TokenMeta:
-    """What a token answered; ``decimals`` None means amounts stay in base units."""
-
-    token: str
-    decimals: int | None
-    symbol: str | None
 
 
 def tokens_to_read(conn: sqlite3.Connection, chain_id: int, limit: int = 20) -> list[str]:

@@ -1,11 +1,17 @@
-"""The indexer: drives historical scans and realtime heads into the store.
+"""The indexer: historical scans and realtime heads, yielded as changes to commit.
 
 Two zones (see the design notes): below the finalized block, ``eth_getLogs``
 range scans with an adaptive range; above it, one block at a time fetched by
 number and its logs by block hash, each checked against the persisted window
-by parent hash. Every batch (events, window blocks, view reads, cursor) is one
-store transaction, so a SIGKILL at any instant loses and duplicates nothing:
-on restart we resume from the cursor and re-check the window.
+by parent hash. The indexer never writes: :meth:`Indexer.changes` yields
+:mod:`keeper.sync.changes` items and the composition root commits each
+(events, window blocks, view reads and cursor in one store transaction)
+before the indexer resumes, so a SIGKILL at any instant loses and duplicates
+nothing: on restart we resume from the cursor and re-check the window.
+
+What the indexer may import: ``keeper.rpc``, ``keeper.domain``,
+``keeper.obs`` and ``keeper.errors``; the index it reads through
+:class:`~keeper.sync.changes.IndexView`, never ``keeper.store``.
 """
 
 from __future__ import annotations
@@ -14,31 +20,25 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Literal
 
 from keeper.domain.events import decode_logs
-from keeper.domain.model import ArgValue, BlockHeader, ChainRead, Event, Log
+from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy
-from keeper.domain.reads import ReadRequest, reads_for
+from keeper.domain.reads import ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
-from keeper.domain.views import decode_view, encode_view
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
-from keeper.rpc.client import RpcClient, block_param
-from keeper.rpc.errors import ExecutionRevertedError, RpcError
+from keeper.rpc.client import RpcClient
+from keeper.rpc.errors import RpcError
 from keeper.rpc.scan import scan_logs
-from keeper.rpc.transport import DEFAULT_MAX_BATCH
-from keeper.rpc.validate import bloom_may_contain, data
-from keeper.store.index_store import ApplyResult, Batch, IndexStore
+from keeper.rpc.validate import bloom_may_contain
+from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
+from keeper.sync.view_calls import execute_reads, read_views
 
 log = get_logger(__name__)
 
-# eth_calls handed to the RPC client at once. It sends them as JSON-RPC batches
-# of its max_batch concurrently, so the node executes four batches in parallel
-# instead of one after another (1,000,000-event backfill: 17.7k -> 19.3k ev/s);
-# one failing batch still retries only its own calls.
-READS_AT_ONCE = 4 * DEFAULT_MAX_BATCH
 # Historical ranges fetched ahead of the one being committed: one keeps the node
 # busy while we write; more would only hold more logs in memory.
 PREFETCH_RANGES = 1
@@ -59,32 +59,6 @@ class _Fetched:
     anchor: BlockHeader
     events: list[Event]
     reads: list[ChainRead]
-
-
-class IndexListener(Protocol):
-    """What the indexer reports; the app wires it to metrics and logs."""
-
-    def on_heads(self, head: BlockHeader, finalized: int, indexed: int) -> None: ...
-
-    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None: ...
-
-    def on_reorg(self, depth: int, fork: int) -> None: ...
-
-    def on_halt(self, reason: str) -> None: ...
-
-
-class NullListener:
-    def on_heads(self, head: BlockHeader, finalized: int, indexed: int) -> None:
-        pass
-
-    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None:
-        pass
-
-    def on_reorg(self, depth: int, fork: int) -> None:
-        pass
-
-    def on_halt(self, reason: str) -> None:
-        pass
 
 
 @dataclass(slots=True)
@@ -110,21 +84,21 @@ class SyncState:
 
 
 class Indexer:
+    """Decides what to commit; the caller commits each yielded change before resuming it."""
+
     def __init__(
         self,
         rpc: RpcClient,
-        store: IndexStore,
+        view: IndexView,
         contracts: Sequence[WatchedContract],
         settings: SyncSettings,
-        listener: IndexListener | None = None,
     ) -> None:
         if not contracts:
             raise ValueError("no contracts to index")
         self.rpc = rpc
-        self.store = store
+        self.view = view
         self.contracts = list(contracts)
         self.settings = settings
-        self.listener: IndexListener = listener or NullListener()
         self.protocols = {c.address: c.protocol for c in contracts}
         self.addresses = sorted(self.protocols)
         self.policy = RangePolicy(
@@ -135,6 +109,8 @@ class Indexer:
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)
         self._tip_reads: list[ReadRequest] | None = None
+        # whether the current step indexed or rolled back anything
+        self._moved = False
 
     # ---- heads and finality -------------------------------------------------
 
@@ -179,54 +155,53 @@ class Indexer:
         return latest[0]
 
     def start_cursor(self) -> int:
-        cursor = self.store.cursor()
+        cursor = self.view.cursor()
         if cursor is not None:
             return cursor.indexed_block
         return min(c.start_block for c in self.contracts) - 1
 
     # ---- one step -------------------------------------------------------------
 
-    async def step(self, *, to_block: int | None = None) -> bool:
-        """Advance as far as the chain allows now.
+    async def changes(self, *, to_block: int | None = None) -> Changes:
+        """Advance as far as the chain allows now, one change at a time.
 
-        Returns True when the caller should step again at once: something was
-        indexed (or rolled back) and the head seen at the start is not reached
-        yet. Having reached that head, the next new block can only be found
-        by the next poll, so asking again at once would cost a call for nothing.
+        Each yielded change must be committed before the next is asked for:
+        the indexer reads the window and cursor back from its view. The last
+        item is a StepDone saying whether to step again at once: something
+        was indexed (or rolled back) and the head seen at the start is not
+        reached yet. Having reached that head, the next new block can only be
+        found by the next poll, so asking again at once would cost a call for
+        nothing.
         """
+        self._moved = False
         head, finalized = await self.heads()
         indexed = self.start_cursor()
         self.state.indexed = indexed
-        self.listener.on_heads(head, finalized, indexed)
+        yield Heads(head, finalized, indexed)
         if not self._checked_window:
-            await self.recheck_window(head)
+            async for change in self.recheck_window(head):
+                yield change
             self._checked_window = True
             indexed = self.start_cursor()
         target = head.number if to_block is None else min(to_block, head.number)
-        progressed = False
         if indexed < min(finalized, target):
-            await self.backfill_range(indexed + 1, min(finalized, target), finalized)
-            progressed = True
+            async for change in self.backfill_range(indexed + 1, min(finalized, target), finalized):
+                yield change
+            self._moved = True
             indexed = self.start_cursor()
         if indexed >= head.number:
             # no new block, but the head itself may have been replaced (same-height
             # reorg), or the node lags behind us
-            progressed = await self.check_head(head) or progressed
+            async for change in self.check_head(head):
+                yield change
         elif indexed < target:
-            progressed = await self.follow(indexed, target, finalized) or progressed
-        return progressed and self.start_cursor() < head.number
-
-    async def backfill(self, to_block: int | None = None) -> int:
-        """Index up to ``to_block`` (default: the finalized block) and return the cursor."""
-        head, finalized = await self.heads()
-        target = finalized if to_block is None else min(to_block, head.number)
-        while self.start_cursor() < target:
-            await self.step(to_block=target)
-        return self.start_cursor()
+            async for change in self.follow(indexed, target, finalized):
+                yield change
+        yield StepDone(self._moved and self.start_cursor() < head.number)
 
     # ---- historical zone ---------------------------------------------------------
 
-    async def backfill_range(self, start: int, end: int, finalized: int) -> None:
+    async def backfill_range(self, start: int, end: int, finalized: int) -> Changes:
         """Scan, check, decode and read ahead while earlier ranges commit.
 
         A producer task fetches range k+1 (logs, headers, view reads) while
@@ -242,18 +217,18 @@ class Indexer:
             while (item := await queue.get()) is not None:
                 if isinstance(item, Exception):
                     raise item
-                window = prune([*self.store.window(), item.anchor], finalized, self.settings.window)
-                await self.commit(
-                    Batch(
-                        events=item.events,
-                        blocks=[item.anchor],
-                        reads=item.reads,
-                        indexed_block=item.anchor.number,
-                        indexed_hash=item.anchor.hash,
-                        finalized_block=finalized,
-                    ),
+                window = prune([*self.view.window(), item.anchor], finalized, self.settings.window)
+                batch = BlockBatch(
+                    events=item.events,
+                    blocks=[item.anchor],
+                    reads=item.reads,
+                    indexed_block=item.anchor.number,
+                    indexed_hash=item.anchor.hash,
+                    finalized=finalized,
                     keep_from=window[0].number,
                 )
+                async for change in self.commit(batch):
+                    yield change
         finally:
             producer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -290,12 +265,18 @@ class Indexer:
 
     # ---- realtime zone -------------------------------------------------------------
 
-    async def follow(self, indexed: int, target: int, finalized: int) -> bool:
-        window = self.store.window()
+    async def follow(self, indexed: int, target: int, finalized: int) -> Changes:
+        window = self.view.window()
         if not window:
-            window = await self.seed_window(indexed, finalized)
+            anchor = await self.window_anchor(indexed)
+            if indexed < 0:
+                window = [anchor]  # nothing to commit: block 0 is indexed as any block
+            else:
+                seed = BlockBatch([], [anchor], [], indexed, anchor.hash, finalized, anchor.number)
+                async for change in self.commit(seed):
+                    yield change
+                window = self.view.window()
         n = indexed + 1
-        progressed = False
         while n <= target:
             cached = self._head_bloom
             if cached is not None and cached[0].number == n:
@@ -303,56 +284,49 @@ class Indexer:
             else:
                 fetched = await self.rpc.get_block_and_bloom(n, must_exist=True)
             if fetched is None:
-                return progressed  # the node does not have it yet (or lags): next poll
+                return  # the node does not have it yet (or lags): next poll
             header, bloom = fetched
             relation = relate(window, header)
             if isinstance(relation, Extends):
-                await self.index_block(header, bloom, finalized, window)
-                window = self.store.window()
+                async for change in self.index_block(header, bloom, finalized, window):
+                    yield change
+                window = self.view.window()
                 n += 1
-                progressed = True
+                self._moved = True
             elif isinstance(relation, Diverged):
                 # the block in hand may itself be stale (the chain moved on while we
                 # held it): never reuse it after a divergence
                 self._head_bloom = None
-                fork = await self.handle_reorg(window)
+                fork = await self.fork_of(window)
+                async for change in self.roll_back(window, fork):
+                    yield change
+                self._moved = True
                 if window and fork >= window[-1].number:
                     # nothing of ours was replaced: the fetched block was from a branch
                     # the node has already left; fetch afresh on the next poll rather
                     # than relate the same stale block again
-                    return True
-                window = self.store.window()
+                    return
+                window = self.view.window()
                 n = fork + 1
-                progressed = True
             elif isinstance(relation, Ahead | Lagging):  # pragma: no cover - sequential walk
-                return progressed
-        return progressed
+                return
 
-    async def seed_window(self, indexed: int, finalized: int) -> list[BlockHeader]:
-        """Anchor an empty window at the cursor block so the next block can be parent-checked."""
+    async def window_anchor(self, indexed: int) -> BlockHeader:
+        """The cursor block, to anchor an empty window so the next block can be parent-checked.
+
+        With nothing indexed and start_block 0 it is a stand-in for "before
+        block 0" (number -1), never committed.
+        """
         anchor = await self.rpc.get_block(max(indexed, 0), must_exist=True)
         if anchor is None:
             raise RetryableError(f"node has no block {indexed} to anchor the window")
         if indexed < 0:
-            # nothing indexed and start_block 0: block 0 is indexed as an ordinary block
-            anchor = BlockHeader(-1, anchor.parent_hash, "0x" + "00" * 32, anchor.timestamp)
-            return [anchor]
-        await self.commit(
-            Batch(
-                events=[],
-                blocks=[anchor],
-                reads=[],
-                indexed_block=indexed,
-                indexed_hash=anchor.hash,
-                finalized_block=finalized,
-            ),
-            keep_from=anchor.number,
-        )
-        return self.store.window()
+            return BlockHeader(-1, anchor.parent_hash, "0x" + "00" * 32, anchor.timestamp)
+        return anchor
 
     async def index_block(
         self, header: BlockHeader, bloom: str, finalized: int, window: Sequence[BlockHeader]
-    ) -> None:
+    ) -> Changes:
         # The bloom says for certain when none of our contracts logged in the block:
         # then the block costs one RPC call instead of two.
         if any(bloom_may_contain(bloom, bytes.fromhex(a[2:])) for a in self.addresses):
@@ -367,67 +341,73 @@ class Indexer:
         events = self.decode(logs, {header.number: header})
         reads = await self.execute_reads(events)
         kept = prune([*window, header], finalized, self.settings.window)
-        await self.commit(
-            Batch(
-                events=events,
-                blocks=[header],
-                reads=reads,
-                indexed_block=header.number,
-                indexed_hash=header.hash,
-                finalized_block=finalized,
-            ),
+        batch = BlockBatch(
+            events=events,
+            blocks=[header],
+            reads=reads,
+            indexed_block=header.number,
+            indexed_hash=header.hash,
+            finalized=finalized,
             keep_from=kept[0].number,
         )
+        async for change in self.commit(batch):
+            yield change
 
-    async def handle_reorg(self, window: Sequence[BlockHeader]) -> int:
+    async def fork_of(self, window: Sequence[BlockHeader]) -> int:
+        """The highest window block the node still has; a reorg deeper than the window halts."""
         numbers = [h.number for h in window if h.number >= 0]
         canonical_headers = await self.rpc.get_blocks(numbers)
         canonical = {h.number: h.hash for h in canonical_headers if h is not None}
         fork = fork_point(window, canonical)
-        if fork is None:
-            if window and window[0].number < 0:
-                fork = -1
-            else:
-                lowest = window[0].number if window else -1
-                raise DeepReorgError(
-                    f"reorg deeper than the block window: no block from {lowest} to "
-                    f"{window[-1].number if window else -1} is still canonical; indexing halted "
-                    "(re-index from a lower block or widen [chain] window)",
-                    depth_at_least=len(window),
-                )
+        if fork is not None:
+            return fork
+        if window and window[0].number < 0:
+            return -1
+        lowest = window[0].number if window else -1
+        raise DeepReorgError(
+            f"reorg deeper than the block window: no block from {lowest} to "
+            f"{window[-1].number if window else -1} is still canonical; indexing halted "
+            "(re-index from a lower block or widen [chain] window)",
+            depth_at_least=len(window),
+        )
+
+    async def roll_back(self, window: Sequence[BlockHeader], fork: int) -> Changes:
         depth = (window[-1].number - fork) if window else 0
         if depth <= 0:
             # every block we hold is still canonical: what diverged was a block we
             # fetched from a branch the node has since left, not our index
             log.info("stale_block_ignored", fork_block=fork)
-            return fork
-        touched = self.store.rollback_to(fork)
+            return
+        yield Reorg(fork, depth)
         self.state.reorgs += 1
-        self.listener.on_reorg(depth, fork)
-        log.warning("reorg", fork_block=fork, depth=depth, touched=len(touched))
-        return fork
 
-    async def recheck_window(self, head: BlockHeader) -> None:
+    async def handle_reorg(self, window: Sequence[BlockHeader]) -> Changes:
+        fork = await self.fork_of(window)
+        async for change in self.roll_back(window, fork):
+            yield change
+
+    async def recheck_window(self, head: BlockHeader) -> Changes:
         """At startup: a reorg may have happened while we were down.
 
         Compared at the highest window block the node has: a node that lags
         behind our cursor lacks the blocks above its head, which is no reorg.
         """
-        window = [h for h in self.store.window() if 0 <= h.number <= head.number]
+        window = [h for h in self.view.window() if 0 <= h.number <= head.number]
         if not window:
             return
         top = await self.rpc.get_block(window[-1].number)
         if top is None or top.hash == window[-1].hash:
             return
-        await self.handle_reorg(self.store.window())
+        async for change in self.handle_reorg(self.view.window()):
+            yield change
 
-    async def check_head(self, head: BlockHeader) -> bool:
+    async def check_head(self, head: BlockHeader) -> Changes:
         """A head at or below our cursor: lagging if its hash matches ours, else a reorg."""
-        window = self.store.window()
+        window = self.view.window()
         if window and isinstance(relate(window, head), Diverged):
-            await self.handle_reorg(window)
-            return True
-        return False
+            async for change in self.handle_reorg(window):
+                yield change
+            self._moved = True
 
     # ---- shared ---------------------------------------------------------------------
 
@@ -435,40 +415,15 @@ class Indexer:
         return decode_logs(logs, self.protocols, {n: h.timestamp for n, h in headers.items()})
 
     async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
-        requests: dict[tuple[str, str, str, str], ReadRequest] = {}
-        for event in events:
-            for req in reads_for(event):
-                requests[(req.contract, req.subject, req.kind, req.block_hash)] = req
-        return await self._read(list(requests.values()))
+        return await execute_reads(self.rpc, events)
 
-    async def _read(self, todo: Sequence[ReadRequest]) -> list[ChainRead]:
-        out: list[ChainRead] = []
-        for i in range(0, len(todo), READS_AT_ONCE):
-            chunk = todo[i : i + READS_AT_ONCE]
-            results = await self.rpc.batch(
-                [
-                    (
-                        "eth_call",
-                        [
-                            {"to": r.contract, "data": "0x" + encode_view(r.kind, r.subject).hex()},
-                            block_param(r.block_number),
-                        ],
-                    )
-                    for r in chunk
-                ],
-                nullable=False,
-                parse=lambda raw: data(raw, "call"),
-            )
-            for req, result in zip(chunk, results, strict=True):
-                out.append(_to_read(req, result))
-        return out
-
-    async def commit(self, batch: Batch, *, keep_from: int) -> None:
+    async def commit(self, batch: BlockBatch) -> Changes:
+        """Yield a batch, first adding fresh reads of what was read at the head below it."""
         first = _first_block(batch)
         settled = await self._reread_tip(first)
         if settled:
             batch = replace(batch, reads=[*batch.reads, *settled])
-        result = self.store.apply_batch(batch, keep_from=keep_from)
+        yield batch
         self.state.indexed = batch.indexed_block
         head = self.state.head.number if self.state.head is not None else batch.indexed_block
         kept = [r for r in self._tip_reads or [] if r.block_number >= first]
@@ -477,7 +432,6 @@ class Indexer:
             for r in batch.reads
             if r.block_number >= head
         ]
-        self.listener.on_batch(result, batch.events)
 
     async def _reread_tip(self, first: int) -> list[ChainRead]:
         """Read again, before a batch starting at block ``first`` is written, what was read
@@ -491,48 +445,20 @@ class Indexer:
         list is rebuilt from the store after a restart: every read at the cursor.
         """
         if self._tip_reads is None:
-            cursor = self.store.cursor()
+            cursor = self.view.cursor()
             self._tip_reads = (
                 []
                 if cursor is None
-                else [ReadRequest(*r) for r in self.store.reads_from(cursor.indexed_block)]
+                else [ReadRequest(*r) for r in self.view.reads_from(cursor.indexed_block)]
             )
         below = [r for r in self._tip_reads if r.block_number < first]
         if not below:
             return []  # most commits: nothing was read at a head (no window query either)
-        canonical = {h.number: h.hash for h in self.store.window()}
+        canonical = {h.number: h.hash for h in self.view.window()}
         due = [r for r in below if canonical.get(r.block_number) == r.block_hash]
-        return await self._read(due) if due else []
+        return await read_views(self.rpc, due) if due else []
 
 
-def _first_block(batch: Batch) -> int:
+def _first_block(batch: BlockBatch) -> int:
     """The lowest block a batch writes (its anchor when it carries no other block)."""
     return min((b.number for b in batch.blocks), default=batch.indexed_block)
-
-
-def _to_read(req: ReadRequest, result: object) -> ChainRead:
-    """Record a view call's outcome; a revert or undecodable answer is recorded, not fatal.
-
-    A transient failure must not be recorded as a fact about the chain, so it
-    is re-raised and the batch retried.
-    """
-    if isinstance(result, Exception):
-        if isinstance(result, ExecutionRevertedError):
-            values: dict[str, ArgValue] = {"error": "reverted"}
-        else:
-            raise result
-    elif isinstance(result, bytes):
-        try:
-            values = dict(decode_view(req.kind, result))
-        except Exception as exc:  # malformed return data from a non-conforming contract
-            values = {"error": f"undecodable: {type(exc).__name__}"}
-    else:
-        raise TypeError(f"unexpected eth_call result {type(result).__name__}")
-    return ChainRead(
-        contract=req.contract,
-        subject=req.subject,
-        kind=req.kind,
-        block_number=req.block_number,
-        block_hash=req.block_hash,
-        result=values,
-    )

@@ -12,17 +12,16 @@ from keeper_harness import CLIENT, Escrows, MakeKeeper, address_of
 from support import keeper_books
 from taskmarket_harness import REWARD, Diamond
 
-from keeper.app import build_rpc, sync_settings, watched
+from keeper.compose import build_rpc
 from keeper.config import Config, load_config
 from keeper.domain.model import TaskState, TaskStatus
 from keeper.domain.taskmodes import BOUNTY
 from keeper.errors import RetryableError
+from keeper.indexing import build_indexing
 from keeper.rpc.client import RpcClient
 from keeper.store.db import connect
-from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
 from keeper.store.states import live_tasks, task_from_row
-from keeper.sync.indexer import Indexer
 
 
 def _config(tmp: Path, escrows: Escrows) -> Config:
@@ -48,14 +47,13 @@ class Index:
         self.conn = connect(cfg.database.path)
         migrate(self.conn)
         self.rpc = build_rpc(cfg, None)
-        self.indexer = Indexer(
-            self.rpc, IndexStore(self.conn, 31337), watched(cfg), sync_settings(cfg)
-        )
+        self.indexing = build_indexing(cfg, self.rpc, self.conn)
+        self.indexer = self.indexing.indexer
 
     async def to_head(self) -> None:
         for _ in range(1000):
             try:
-                await self.indexer.step()
+                await self.indexing.step()
             except RetryableError:
                 await asyncio.sleep(0.05)
                 continue

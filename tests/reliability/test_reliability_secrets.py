@@ -19,7 +19,7 @@ from rel_sizes import SIZES, Size
 from support.rpc_proxy import RpcProxy
 from sync_support import write_config
 
-from keeper.app import build_rpc
+from keeper.compose import build_rpc
 from keeper.config import load_config
 from keeper.devnet.anvil import AnvilProcess, free_port
 from keeper.devnet.deploy import deploy_all

@@ -20,13 +20,8 @@ from keeper.domain.model import BlockHeader
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
-from keeper.store.index_store import (
-    Batch,
-    IndexStore,
-    _decoded_args_json,
-    decode_result,
-    encode_args,
-)
+from keeper.store.index_rows import decoded_args_json
+from keeper.store.index_store import Batch, IndexStore, decode_result, encode_args
 from keeper.store.migrations import migrate
 
 CHAIN = 31337
@@ -121,7 +116,7 @@ class TestApply:
         _apply_in_chunks(tiny_cache, blocks, 3, lag=0)
         big.apply_batch(batch_of(blocks, finalized=40))
         assert small.dump() == big.dump() == tiny_cache.dump()
-        assert len(tiny_cache._decoded) == 5
+        assert len(tiny_cache.projections.decoded) == 5
         small.conn.execute("UPDATE jobs SET status = 'bogus'")
         small.conn.execute("DELETE FROM tasks")
         small.rebuild_all()
@@ -204,8 +199,8 @@ class TestCodecs:
         """The hot-path encoder of decoded args gives the same bytes as the generic one."""
         event = next(e for b in Synth(seed=4).blocks(1, 5) for e in b.events if e.name)
         args = {**event.args, "flag": False, "big": 2**256 - 1}
-        assert _decoded_args_json(args) == encode_args(args)
-        assert json.loads(_decoded_args_json(args))["big"] == str(2**256 - 1)
+        assert decoded_args_json(args) == encode_args(args)
+        assert json.loads(decoded_args_json(args))["big"] == str(2**256 - 1)
 
 
 class TestAtomicity:

@@ -9,17 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from keeper.app import build_rpc, sync_settings, watched
+from keeper.compose import build_rpc
 from keeper.config import Config, load_config
 from keeper.devnet.deploy import Deployment
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import Timing, TrafficGenerator
 from keeper.errors import RetryableError
+from keeper.indexing import build_indexing
 from keeper.rpc.client import RpcClient
 from keeper.store.db import connect
-from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
-from keeper.sync.indexer import Indexer
 
 # Tables that must be identical between any two indexings of the same chain.
 # ``blocks`` (the reorg window) and ``cursor`` depend on how far and how the
@@ -68,16 +67,25 @@ def traffic(rpc_url: str, deployment: Deployment) -> TrafficGenerator:
 
 
 class Harness:
-    """One indexer over one database, driven step by step from a test."""
+    """One indexer over one database, driven step by step from a test.
+
+    Wired by the daemon's own ``build_indexing``: every change the indexer
+    yields is committed and reported by the same consumer the daemon runs.
+    """
 
     def __init__(self, cfg: Config, rpc: RpcClient | None = None) -> None:
         self.cfg = cfg
         self.conn = connect(cfg.database.path)
         migrate(self.conn)
         self.rpc = rpc or build_rpc(cfg, None)
-        self.store = IndexStore(self.conn, cfg.chain.chain_id)
-        self.indexer = Indexer(self.rpc, self.store, watched(cfg), sync_settings(cfg))
+        self.indexing = build_indexing(cfg, self.rpc, self.conn)
+        self.store = self.indexing.store
+        self.indexer = self.indexing.indexer
         self.retries = 0
+
+    async def step(self) -> bool:
+        """One indexer step, committed as the daemon commits it."""
+        return await self.indexing.step()
 
     async def to_head(self, max_steps: int = 10_000) -> int:
         """Step until the cursor reaches the node's head; returns the cursor.
@@ -86,7 +94,7 @@ class Harness:
         """
         for _ in range(max_steps):
             try:
-                await self.indexer.step()
+                await self.step()
             except RetryableError:
                 self.retries += 1
                 await asyncio.sleep(0.05)

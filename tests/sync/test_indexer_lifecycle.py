@@ -42,7 +42,7 @@ async def test_realtime_and_backfill_agree_on_every_lifecycle(
 
     async def follow() -> None:
         while not done.is_set():
-            await live.indexer.step()
+            await live.step()
             await asyncio.sleep(0.02)
 
     follower = asyncio.create_task(follow())

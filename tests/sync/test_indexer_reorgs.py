@@ -13,7 +13,7 @@ from eth_utils.crypto import keccak
 from support.rpc_proxy import RpcProxy
 from sync_support import Harness, fresh_index, run_traffic, table_diff, traffic, write_config
 
-from keeper.app import build_rpc
+from keeper.compose import build_rpc
 from keeper.devnet.anvil import AnvilProcess, ChainControl
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.errors import DeepReorgError
@@ -118,7 +118,7 @@ async def test_reorg_deeper_than_the_window_halts(
         before = live.store.dump()
         chain.reorg(12, [])
         with pytest.raises(DeepReorgError) as info:
-            await live.indexer.step()
+            await live.step()
         assert "deeper than the block window" in str(info.value)
         assert live.store.dump() == before
     finally:
@@ -143,7 +143,7 @@ async def test_lagging_node_triggers_no_rollback(
             lagging = Harness(cfg, rpc=build_rpc(lagging_cfg, None))
             try:
                 for _ in range(3):
-                    await lagging.indexer.step()
+                    await lagging.step()
                 assert lagging.indexer.state.head is not None
                 assert lagging.indexer.state.head.number == cursor - 5
                 assert lagging.indexer.state.reorgs == 0
@@ -175,7 +175,9 @@ async def test_a_stale_block_in_hand_is_refetched_not_looped_on(
         # B's blocks cursor+1, cursor+2 and then meets A's head, whose parent is not ours
         live.indexer._head_bloom = stale
         head = cursor + 3
-        await asyncio.wait_for(live.indexer.follow(cursor, head, head - 8), timeout=20)
+        await asyncio.wait_for(
+            live.indexing.consume(live.indexer.follow(cursor, head, head - 8)), timeout=20
+        )
         assert live.indexer.state.reorgs == 0  # nothing we indexed was replaced
         await live.to_head()
         assert live.indexer.start_cursor() == head

@@ -13,11 +13,12 @@ from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
 from keeper.devnet.deploy import connect as web3_connect
 from keeper.devnet.deploy import deploy_contract
 from keeper.errors import RetryableError
+from keeper.indexing import read_new_tokens
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.store.db import connect
 from keeper.store.tokens import TokenMeta, token_meta, tokens_to_read
-from keeper.sync.tokens import read_new_tokens, read_token
+from keeper.sync.tokens import read_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from api_world import CHAIN_ID, USDC, build_world

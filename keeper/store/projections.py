@@ -1,0 +1,196 @@
+"""Projections (``jobs``, ``tasks``): each touched subject reduced again from its events.
+
+Called by the index store inside its write transaction, so a batch, a
+rollback and a full rebuild share one code path (which is why a rebuild gives
+byte-identical tables). Stored events are re-decoded from their raw topics
+and data; a batch's own events and a bounded cache of recently decoded ones
+are reused instead, which is exact because ``(block_hash, log_index)`` names
+one immutable log.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import groupby
+from typing import Any
+
+from keeper.domain.model import ChainRead, Event, Protocol
+from keeper.domain.reads import PAYMENT_TOKEN
+from keeper.domain.reducers import reduce_job, reduce_task
+from keeper.store.index_rows import (
+    JOB_INSERT,
+    LOAD_COLS,
+    TASK_INSERT,
+    TOKEN_JOIN,
+    decode_result,
+    job_row,
+    load_event,
+    read_from_row,
+    task_row,
+)
+
+__all__ = ["Projections"]
+
+
+class Projections:
+    """Rebuilds subjects' projection rows on the store's connection; owns the decode cache."""
+
+    def __init__(self, conn: sqlite3.Connection, chain_id: int, decoded_cache: int) -> None:
+        self.conn = conn
+        self.chain_id = chain_id
+        # Decoded stored events by (block hash, log index). That key names one
+        # immutable log, so an entry can never be stale: it is only looked up
+        # for rows the database returns. Saves re-decoding a busy subject's
+        # history on every batch; insertion-ordered, oldest evicted first.
+        self.decoded: OrderedDict[tuple[str, int], Event] = OrderedDict()
+        self.decoded_max = decoded_cache
+
+    def rebuild_subjects(
+        self,
+        touched: Iterable[tuple[str, str]],
+        fresh: Sequence[Event] = (),
+        fresh_reads: Sequence[ChainRead] = (),
+    ) -> None:
+        """Replace the projections of the given subjects with fresh reductions.
+
+        ``fresh`` and ``fresh_reads`` were just written by this transaction.
+        When the stored events of their block range are exactly them (checked
+        by count, all of them having just been inserted or found), only events
+        outside that range are read back and decoded; otherwise every event of
+        the touched subjects is read back. Both paths give the same reduction.
+        """
+        c, cid = self.conn, self.chain_id
+        c.execute("DELETE FROM temp.touched")
+        c.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?, ?)", touched)
+        replace = not fresh and not fresh_reads  # a rollback: some subjects may vanish
+        if replace:
+            for table, col in (("jobs", "job_id"), ("tasks", "task_id")):
+                c.execute(
+                    f"DELETE FROM {table} WHERE chain_id = ? AND (contract, {col}) IN "
+                    "(SELECT contract, subject FROM temp.touched)",
+                    (cid,),
+                )
+        known_reads = {(r.contract, r.subject, r.kind, r.block_hash): r for r in fresh_reads}
+        reads: dict[tuple[str, str], list[ChainRead]] = {}
+        for row in c.execute(
+            "SELECT r.contract, r.subject, r.kind, r.block_number, r.block_hash, r.result_json "
+            "FROM temp.touched t CROSS JOIN chain_reads r ON r.chain_id = ? AND "
+            "r.contract = t.contract AND r.subject = t.subject",
+            (cid,),
+        ):
+            read = known_reads.get((row[0], row[1], row[2], row[4])) or read_from_row(row)
+            reads.setdefault((read.contract, read.subject), []).append(read)
+
+        for e in fresh:
+            if e.subject is not None:
+                self.remember((e.log.block_hash, e.log.log_index), e)
+        keys = {(e.log.block_hash, e.log.log_index) for e in fresh}
+        lo = min((e.log.block_number for e in fresh), default=1)
+        hi = max((e.log.block_number for e in fresh), default=0)
+        stored = c.execute(
+            "SELECT count(*) FROM events WHERE chain_id = ? AND block_number BETWEEN ? AND ?",
+            (cid, lo, hi),
+        ).fetchone()[0]
+        if not fresh or stored != len(keys):
+            rows = c.execute(
+                f"SELECT {LOAD_COLS} FROM temp.touched t CROSS JOIN events e ON "
+                f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
+                f"{TOKEN_JOIN}",
+                (cid,),
+            ).fetchall()
+            known = {(e.log.block_hash, e.log.log_index): e for e in fresh}
+            rows.sort(key=lambda r: (r[0], r[1], r[5], r[9]))
+            self.write(self.groups(rows, reads, known))
+            return
+        rows = c.execute(
+            f"SELECT {LOAD_COLS} FROM temp.touched t CROSS JOIN events e ON "
+            f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
+            f"AND (e.block_number < ? OR e.block_number > ?) {TOKEN_JOIN}",
+            (cid, lo, hi),
+        ).fetchall()
+        tokens = {
+            (str(r[0]), str(r[1])): r
+            for r in c.execute(
+                "SELECT contract, block_hash, block_number, result_json FROM chain_reads "
+                "WHERE chain_id = ? AND subject = '' AND kind = ? AND block_number BETWEEN ? AND ?",
+                (cid, PAYMENT_TOKEN, lo, hi),
+            )
+        }
+        groups: dict[tuple[str, str], tuple[list[Event], list[ChainRead]]] = {}
+        for (contract, subject), events, subject_reads in self.groups(rows, reads, {}):
+            groups[(contract, subject)] = (events, subject_reads)
+        for e in fresh:
+            if e.subject is None:
+                continue
+            key = (e.contract, e.subject)
+            entry = groups.get(key)
+            if entry is None:
+                entry = groups[key] = ([], list(reads.get(key, ())))
+            entry[0].append(e)
+            if e.name == "BudgetSet":
+                token = tokens.get((e.contract, e.log.block_hash))
+                if token is not None:
+                    entry[1].append(
+                        ChainRead(e.contract, "", PAYMENT_TOKEN, token[2], token[1],
+                                  decode_result(token[3]))
+                    )  # fmt: skip
+        self.write((k, ev, rd) for k, (ev, rd) in groups.items())
+
+    def groups(
+        self,
+        rows: Iterable[Sequence[Any]],
+        reads: Mapping[tuple[str, str], list[ChainRead]],
+        known: Mapping[tuple[str, int], Event],
+        *,
+        use_cache: bool = True,
+    ) -> Iterator[tuple[tuple[str, str], list[Event], list[ChainRead]]]:
+        """Group event rows sorted by (contract, subject) into (key, events, reads), lazily."""
+        cache: Mapping[tuple[str, int], Event] = self.decoded if use_cache else {}
+        for (contract, subject), group in groupby(rows, key=lambda r: (r[0], r[1])):
+            events: list[Event] = []
+            mine = list(reads.get((contract, subject), ()))
+            for row in group:
+                key = (row[6], row[9])
+                event = known.get(key) or cache.get(key)
+                if event is None or event.protocol.value != row[2] or event.contract != contract:
+                    event = load_event(row)
+                    if use_cache:
+                        self.remember(key, event)
+                events.append(event)
+                if row[11] is not None:
+                    mine.append(
+                        ChainRead(contract, "", PAYMENT_TOKEN, row[5], row[6],
+                                  decode_result(row[11]))
+                    )  # fmt: skip
+            yield (contract, subject), events, mine
+
+    def remember(self, key: tuple[str, int], event: Event) -> None:
+        decoded = self.decoded
+        decoded[key] = event
+        # OrderedDict: popping the oldest is O(1) (a plain dict rescans the
+        # deleted slots at its front on every next(iter(...)): quadratic)
+        while len(decoded) > self.decoded_max:
+            decoded.popitem(last=False)
+
+    def write(self, groups: Iterable[tuple[tuple[str, str], list[Event], list[ChainRead]]]) -> None:
+        """Reduce each subject and upsert its projection row, in chunks."""
+        jobs: list[tuple[Any, ...]] = []
+        tasks: list[tuple[Any, ...]] = []
+        for (contract, subject), events, reads in groups:
+            if not events:
+                continue
+            if events[0].protocol is Protocol.ERC8183:
+                jobs.append(job_row(self.chain_id, reduce_job(contract, subject, events, reads)))
+            else:
+                tasks.append(task_row(self.chain_id, reduce_task(contract, subject, events, reads)))
+            if len(jobs) + len(tasks) >= 5000:
+                self._flush(jobs, tasks)
+        self._flush(jobs, tasks)
+
+    def _flush(self, jobs: list[tuple[Any, ...]], tasks: list[tuple[Any, ...]]) -> None:
+        self.conn.executemany(JOB_INSERT, jobs)
+        self.conn.executemany(TASK_INSERT, tasks)
+        jobs.clear()
+        tasks.clear()
