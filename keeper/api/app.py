@@ -33,6 +33,7 @@ from keeper.api.overview import DEFAULT_RANGE, Overview, parse_range, read_overv
 from keeper.api.page import render_not_found, render_status, render_subject
 from keeper.api.params import (
     BadParam,
+    encode_cursor,
     parse_job_id,
     parse_list_query,
     parse_task_id,
@@ -45,6 +46,7 @@ from keeper.domain.model import Protocol
 from keeper.domain.planner import PlannerConfig
 from keeper.obs.dbgauges import DatabaseCollector
 from keeper.obs.logging import get_logger, redact_text
+from keeper.store.subjects import Kind
 
 __all__ = ["READS_KEY", "Readiness", "StatusProvider", "VerificationReader", "make_app"]
 
@@ -165,10 +167,8 @@ class _Handlers:
     async def _lookup(self, fn: Callable[[], T]) -> T:
         """An indexed, page-bounded read: inline when the API has its own loop.
 
-        Each pool hop costs two thread handoffs, and while the indexer runs
-        Python each handoff waits for the GIL: under load the hops, not the
-        queries, were most of a request's latency (bench/README.md has the
-        figures).
+        A pool hop costs two thread handoffs, and while the indexer runs
+        Python each handoff waits for the GIL (bench/README.md, API).
         """
         return fn() if self.inline_lookups else await self._run(fn)
 
@@ -266,11 +266,12 @@ class _Handlers:
     async def list_tasks(self, request: web.Request) -> web.Response:
         return await self._list("tasks", request)
 
-    async def _list(self, kind: Any, request: web.Request) -> web.Response:
+    async def _list(self, kind: Kind, request: web.Request) -> web.Response:
         query = {k: request.query.getall(k) for k in request.query}
         parsed = parse_list_query(kind, query, self.contracts)
         page = await self._lookup(lambda: self.reads.list_subjects(parsed))
-        body = f'{{"items":[{page.items}],"next_cursor":{json.dumps(page.next_cursor)}}}'
+        cursor = "null" if page.next_key is None else f'"{encode_cursor(kind, page.next_key)}"'
+        body = f'{{"items":[{page.items}],"next_cursor":{cursor}}}'
         return web.Response(body=body.encode(), content_type="application/json", charset="utf-8")
 
     async def _job(self, request: web.Request) -> tuple[str, str, dict[str, Any] | None]:

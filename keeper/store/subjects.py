@@ -1,0 +1,298 @@
+"""Jobs and tasks as the API serves them: one declaration per table, list pages, one subject.
+
+Each projection table is declared once (:data:`SUBJECTS`): its served
+fields, its amount columns, its parties and its status labels. A row's wire
+object is one SQL ``json_object`` generated from that declaration
+(:func:`wire_object`) and evaluated by SQLite, for a list page and for a
+single subject alike, so there is one row mapping per table. Amounts are
+stored as exact decimal text and are served as that text: nothing here
+parses them into numbers (JSON numbers lose precision past 2**53).
+
+Lists use keyset pagination on ``(created_block, contract, id)`` newest
+first. A page returns the key of its last row (:data:`PageKey`) when
+another page follows, and takes the previous one's as ``after``: the key
+travels as a tuple; only the API turns it into its opaque cursor
+(:mod:`keeper.api.params`). Pages stay stable while the indexer writes.
+
+Inputs are trusted: the API validates statuses and addresses before it
+calls here. Party columns are checked against the declaration because they
+are written into the SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from keeper.domain.model import JobStatus, TaskStatus, VerdictType
+
+__all__ = [
+    "MAX_LIMIT",
+    "SUBJECTS",
+    "Kind",
+    "Page",
+    "PageKey",
+    "Subjects",
+    "events_of",
+    "intents_of",
+    "list_page",
+    "subject",
+    "wire_object",
+]
+
+Kind = Literal["jobs", "tasks"]
+# (created_block, contract, subject id) of a page's last row
+PageKey = tuple[int, str, str]
+# Pages are served from one read transaction; 500 rows keep a response small
+# enough for a status page and a scrape-like client to parse quickly.
+MAX_LIMIT: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """The read side of one projection table.
+
+    ``fields`` are the served keys in wire order; ``amounts`` the decimal-text
+    amount columns among them, ``booleans`` the 0/1 ones; ``derived`` the
+    served keys computed from other columns (SQL expressions).
+    """
+
+    kind: Kind
+    id_col: str
+    parties: tuple[str, ...]
+    statuses: tuple[str, ...]
+    fields: tuple[str, ...]
+    amounts: tuple[str, ...]
+    booleans: tuple[str, ...] = ()
+    derived: Mapping[str, str] | None = None
+
+
+_VERDICT_NAMES: Final = " ".join(f"WHEN {v.value} THEN '{v.name.lower()}'" for v in VerdictType)
+_JOB_FIELDS: Final = (
+    "contract", "job_id", "status", "client", "provider", "evaluator", "hook", "token",
+    "budget", "funded_amount", "paid_amount", "refunded_amount", "expired_at", "submitted_at",
+    "deliverable", "reason", "description", "legacy", "verdict_event", "created_block",
+    "updated_block", "dialect", "settled_amount", "refundable_amount", "pending_claim_amount",
+    "payout_receiver",
+)  # fmt: skip
+_JOB_AMOUNTS: Final = (
+    "budget", "funded_amount", "paid_amount", "refunded_amount", "settled_amount",
+    "refundable_amount", "pending_claim_amount",
+)  # fmt: skip
+_TASK_FIELDS: Final = (
+    "contract", "task_id", "status", "requester", "worker", "reward", "mode", "expiry_time",
+    "deliverable", "evaluator", "evaluator_stake", "evaluator_fee_bps", "evaluation_window",
+    "appeal_window", "dispute_resolver", "submitted_at", "evaluation_deadline", "evaluated_at",
+    "appeal_deadline", "verdict_type", "score", "evidence_hash", "paid_amount",
+    "refunded_amount", "created_block", "updated_block", "extra",
+)  # fmt: skip
+
+SUBJECTS: Final[Mapping[Kind, Subjects]] = {
+    "jobs": Subjects(
+        kind="jobs",
+        id_col="job_id",
+        parties=("client", "provider", "evaluator"),
+        statuses=tuple(s.label for s in JobStatus),
+        fields=_JOB_FIELDS,
+        amounts=_JOB_AMOUNTS,
+        booleans=("legacy",),
+        # the refund claimRefund would pay now (keeper.store.db registers the function)
+        derived={"refundable_amount": "refundable(status, budget, settled_amount)"},
+    ),
+    "tasks": Subjects(
+        kind="tasks",
+        id_col="task_id",
+        parties=("requester", "worker", "evaluator"),
+        statuses=tuple(s.label for s in TaskStatus),
+        fields=_TASK_FIELDS,
+        amounts=("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
+        derived={
+            "verdict_type": f"CASE verdict_type {_VERDICT_NAMES} END",
+            # stored as the string map it is served as
+            "extra": "json(extra_json)",
+        },
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list: its items' JSON texts joined by commas, their count, and the
+    key to pass as ``after`` for the next page (None on the last)."""
+
+    items: str
+    count: int
+    next_key: PageKey | None
+
+
+def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    """The SQL expression of a row's wire object, and the parameters of its ``?``.
+
+    Amounts are the stored decimal text (``CAST`` only guards against a
+    number slipping into a TEXT column), booleans JSON booleans. With
+    ``names`` (address -> configured name) the object ends with
+    ``contract_name``, None for an unnamed contract.
+    """
+    spec = SUBJECTS[kind]
+    derived = spec.derived or {}
+    parts = []
+    for name in spec.fields:
+        expr = derived.get(name, name)
+        if name in spec.amounts:
+            expr = f"CAST({expr} AS TEXT)"
+        elif name in spec.booleans:
+            expr = f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"
+        parts.append(f"'{name}', {expr}")
+    params: list[str] = []
+    if names is not None:
+        contract_name = "NULL"
+        if names:
+            contract_name = "CASE contract" + " WHEN ? THEN ?" * len(names) + " END"
+            params = [v for address, name in names.items() for v in (address, name)]
+        parts.append(f"'contract_name', {contract_name}")
+    return f"json_object({', '.join(parts)})", params
+
+
+def _where(
+    spec: Subjects,
+    contract: str | None,
+    statuses: Sequence[str],
+    parties: Mapping[str, str],
+    after: PageKey | None,
+    chain_id: int | None,
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (with its parameters) of a list page."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if chain_id is not None:
+        clauses.append("chain_id = ?")
+        params.append(chain_id)
+    if contract is not None:
+        clauses.append("contract = ?")
+        params.append(contract.lower())
+    for column, value in parties.items():
+        if column not in spec.parties:
+            raise ValueError(f"unknown party {column!r}; expected one of {spec.parties}")
+        clauses.append(f"{column} = ?")
+        params.append(value.lower())
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        params.extend(statuses)
+    if after is not None:
+        clauses.append(f"(created_block, contract, {spec.id_col}) < (?, ?, ?)")
+        params.extend(after)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
+def list_page(
+    conn: sqlite3.Connection,
+    kind: Kind,
+    wire: tuple[str, Sequence[Any]],
+    *,
+    contract: str | None = None,
+    statuses: Sequence[str] = (),
+    parties: Mapping[str, str] | None = None,
+    limit: int = 50,
+    after: PageKey | None = None,
+    chain_id: int | None = None,
+) -> Page:
+    """Jobs or tasks newest first, filtered, each item the JSON text of ``wire``.
+
+    ``wire`` is :func:`wire_object`'s expression and parameters (or any
+    expression over the table's columns). The whole page and whether another
+    follows come back from one statement in one step: one consistent
+    snapshot, and one GIL release and reacquisition instead of one per row
+    (under the indexer's load each of those may wait for the GIL).
+    """
+    spec = SUBJECTS[kind]
+    expr, wire_params = wire
+    where, params = _where(spec, contract, statuses, parties or {}, after, chain_id)
+    limit = max(1, min(limit, MAX_LIMIT))
+    # one pass over the page's rows feeds both aggregates, so they see the rows in the
+    # same (page) order: the texts, and each row's key with the length of its text
+    row = conn.execute(
+        "SELECT group_concat(w, ','), json_group_array(json_array(b, c, i, length(w))) FROM "
+        f"(SELECT created_block AS b, contract AS c, {spec.id_col} AS i, {expr} AS w "
+        f"FROM {kind} {where} "
+        f"ORDER BY created_block DESC, contract DESC, {spec.id_col} DESC LIMIT ?)",
+        (*wire_params, *params, limit + 1),
+    ).fetchone()
+    items: str = row[0] or ""
+    keys: list[list[Any]] = json.loads(row[1])
+    next_key = None
+    if len(keys) > limit:  # the row past the page only says there is a next one
+        items = items[: len(items) - int(keys[limit][3]) - 1]
+        block, last_contract, last_id, _ = keys[limit - 1]
+        next_key = (int(block), str(last_contract), str(last_id))
+        keys = keys[:limit]
+    return Page(items, len(keys), next_key)
+
+
+def _chain(chain_id: int | None) -> tuple[str, list[Any]]:
+    return ("", []) if chain_id is None else (" AND chain_id = ?", [chain_id])
+
+
+def subject(
+    conn: sqlite3.Connection,
+    kind: Kind,
+    contract: str,
+    subject_id: str,
+    *,
+    chain_id: int | None = None,
+) -> dict[str, Any] | None:
+    """One job or task as its wire object (without ``contract_name``); None if not indexed.
+
+    Without ``chain_id`` the lowest chain holding it answers.
+    """
+    spec = SUBJECTS[kind]
+    expr, _ = wire_object(kind)
+    chain, params = _chain(chain_id)
+    row = conn.execute(
+        f"SELECT {expr} FROM {kind} WHERE contract = ? AND {spec.id_col} = ?{chain} "
+        "ORDER BY chain_id LIMIT 1",
+        (contract.lower(), subject_id.lower(), *params),
+    ).fetchone()
+    if row is None:
+        return None
+    found: dict[str, Any] = json.loads(row[0])
+    return found
+
+
+_EVENT: Final = (
+    "json_object('name', name, 'variant', variant, 'block_number', block_number, "
+    "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
+    "'log_index', log_index, 'args', json(args_json))"
+)
+_INTENT_FIELDS: Final = (
+    "action", "status", "outcome", "detail", "due_at", "tx_hash", "receipt_block", "attempts",
+)  # fmt: skip
+
+
+def events_of(
+    conn: sqlite3.Connection, contract: str, subject_id: str, *, chain_id: int | None = None
+) -> list[dict[str, Any]]:
+    """A subject's events in chain order; args keep uint256 values as decimal strings."""
+    chain, params = _chain(chain_id)
+    row = conn.execute(
+        f"SELECT json_group_array(json(e)) FROM (SELECT {_EVENT} AS e FROM events "
+        f"WHERE contract = ? AND subject = ?{chain} ORDER BY chain_id, block_number, log_index)",
+        (contract.lower(), subject_id.lower(), *params),
+    ).fetchone()
+    found: list[dict[str, Any]] = json.loads(row[0])
+    return found
+
+
+def intents_of(
+    conn: sqlite3.Connection, contract: str, subject_id: str, *, chain_id: int | None = None
+) -> list[dict[str, Any]]:
+    """The keeper's intents for a subject, oldest first."""
+    chain, params = _chain(chain_id)
+    rows = conn.execute(
+        f"SELECT {', '.join(_INTENT_FIELDS)} FROM keeper_intents WHERE contract = ? "
+        f"AND subject = ?{chain} ORDER BY id",
+        (contract, subject_id, *params),
+    )
+    return [dict(zip(_INTENT_FIELDS, row, strict=True)) for row in rows]
