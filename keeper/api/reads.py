@@ -128,57 +128,49 @@ class ApiReads:
 
     # --- one subject ------------------------------------------------------------------
 
+    def detail(
+        self, kind: Kind, contract: str, subject_id: str, contract_name: str | None = None
+    ) -> str | None:
+        """A job's or task's detail as JSON text, from one statement; None if not indexed.
+
+        The statement reads the keeper's and the verifier's tables too; on a
+        database where one of them is not migrated yet it is rebuilt without it.
+        """
+        conn = self._conn()
+
+        def read(parts: subjects.DetailParts) -> str | None:
+            return subjects.detail(
+                conn, kind, contract, subject_id, chain_id=self.chain_id,
+                contract_name=contract_name, parts=parts,
+            )  # fmt: skip
+
+        try:
+            return read(subjects.DetailParts())
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+        return self._tolerant(lambda: read(subjects.present_parts(conn)), None)
+
     def job(self, contract: str, job_id: str) -> dict[str, Any] | None:
-        return self._snapshot(lambda: self._one("jobs", contract, job_id))
+        return self._decoded(self.detail("jobs", contract, job_id))
 
     def task(self, contract: str, task_id: str) -> dict[str, Any] | None:
-        return self._snapshot(lambda: self._one("tasks", contract, task_id))
+        return self._decoded(self.detail("tasks", contract, task_id))
 
-    def _one(self, kind: Kind, contract: str, subject_id: str) -> dict[str, Any] | None:
-        conn = self._conn()
-        chain_id = self.chain_id
-        out = self._tolerant(
-            lambda: subjects.subject(conn, kind, contract, subject_id, chain_id=chain_id), None
-        )
-        if out is None:
-            return None
-        no_events: list[dict[str, Any]] = []
-        no_intents: list[dict[str, Any]] = []
-        out["events"] = self._tolerant(
-            lambda: subjects.events_of(conn, contract, subject_id, chain_id=chain_id), no_events
-        )
-        out["intents"] = self._tolerant(
-            lambda: subjects.intents_of(conn, contract, subject_id, chain_id=chain_id), no_intents
-        )
-        if kind == "jobs":
-            paused = self._tolerant(
-                lambda: queries.pause_state(conn, contract, chain_id=chain_id), None
-            )
-            out["contract_paused"] = bool(paused and paused[0])
-        return out
+    @staticmethod
+    def _decoded(text: str | None) -> dict[str, Any] | None:
+        return None if text is None else dict(json.loads(text))
 
     # --- verification -----------------------------------------------------------------
 
     def verification(self, contract: str, job_id: str) -> dict[str, Any] | None:
         """The latest verification of a job's verdict: status, failures, report digest."""
-        row = self._verification_row(contract, job_id)
-        if row is None:
-            return None
-        return {
-            "status": row.status,
-            "failures": json.loads(row.failures_json),
-            "report_digest": row.report_digest,
-            "document_digest": row.document_digest,
-            "revision_count": row.revision_count,
-            "event": {
-                "name": row.event_name,
-                "tx_hash": row.tx_hash,
-                "block_number": row.block_number,
-                "log_index": row.log_index,
-            },
-            "attempts": row.attempts,
-            "next_retry_at": row.next_retry_at,
-        }
+        chain_id = self.chain_id
+        if chain_id is None:
+            return None  # verifications are per chain; without one there is nothing to pick
+        return self._tolerant(
+            lambda: subjects.verification_of(self._conn(), chain_id, contract, job_id), None
+        )
 
     def verdict(self, contract: str, job_id: str) -> dict[str, Any] | None:
         """The stored verdict document, the latest report and the report chain of a job."""

@@ -21,6 +21,7 @@ are written into the SQL.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -32,14 +33,16 @@ from keeper.domain.model import JobStatus, TaskStatus, VerdictType
 __all__ = [
     "MAX_LIMIT",
     "SUBJECTS",
+    "DetailParts",
     "Kind",
     "Page",
     "PageKey",
     "Subjects",
-    "events_of",
-    "intents_of",
+    "detail",
+    "detail_statement",
     "list_page",
-    "subject",
+    "present_parts",
+    "verification_of",
     "wire_object",
 ]
 
@@ -231,68 +234,128 @@ def list_page(
     return Page(items, len(keys), next_key)
 
 
-def _chain(chain_id: int | None) -> tuple[str, list[Any]]:
-    return ("", []) if chain_id is None else (" AND chain_id = ?", [chain_id])
+_EVENT: Final = (
+    "json_object('name', name, 'variant', variant, 'block_number', block_number, "
+    "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
+    "'log_index', log_index, 'args', json(args_json))"
+)
+_INTENT: Final = (
+    "json_object('action', action, 'status', status, 'outcome', outcome, 'detail', detail, "
+    "'due_at', due_at, 'tx_hash', tx_hash, 'receipt_block', receipt_block, "
+    "'attempts', attempts)"
+)
+_VERIFICATION: Final = (
+    "json_object('status', status, 'failures', json(failures_json), "
+    "'report_digest', report_digest, 'document_digest', document_digest, "
+    "'revision_count', revision_count, 'event', json_object('name', event_name, "
+    "'tx_hash', tx_hash, 'block_number', block_number, 'log_index', log_index), "
+    "'attempts', attempts, 'next_retry_at', next_retry_at)"
+)
+# the latest Paused/Unpaused event of the contract (contract-level events have no subject)
+_PAUSED: Final = (
+    "(SELECT name FROM events WHERE contract = :contract AND subject IS NULL "
+    "AND name IN ('Paused', 'Unpaused'){chain} "
+    "ORDER BY block_number DESC, log_index DESC LIMIT 1) = 'Paused'"
+)
 
 
-def subject(
+@dataclass(frozen=True, slots=True)
+class DetailParts:
+    """Which optional tables a detail reads: a component not migrated yet reads as empty."""
+
+    intents: bool = True
+    verification: bool = True
+
+
+@functools.cache
+def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
+    """The one statement building a subject's whole detail as JSON text.
+
+    Its named parameters are ``:contract``, ``:id``, ``:name`` (the configured
+    contract name, or NULL) and, ``by_chain``, ``:chain``. The object is the
+    row's :func:`wire_object` followed by ``events`` (chain order), ``intents``
+    (oldest first), for jobs ``contract_paused``, then ``contract_name`` and,
+    for jobs, ``verification`` (the latest, or null; null without a chain:
+    verifications are per chain). A scalar subquery's JSON is re-read with
+    ``json()``, which an enclosing ``json_object`` would otherwise take for text.
+    """
+    spec = SUBJECTS[kind]
+    chain = " AND chain_id = :chain" if by_chain else ""
+    row, _ = wire_object(kind)
+    extra = [
+        "'events', json((SELECT json_group_array(json(e)) FROM (SELECT "
+        f"{_EVENT} AS e FROM events WHERE contract = :contract AND subject = :id{chain} "
+        "ORDER BY chain_id, block_number, log_index)))",
+        "'intents', "
+        + (
+            f"json((SELECT json_group_array(json(i)) FROM (SELECT {_INTENT} AS i "
+            f"FROM keeper_intents WHERE contract = :contract AND subject = :id{chain} "
+            "ORDER BY id)))"
+            if parts.intents
+            else "json_array()"
+        ),
+    ]
+    if kind == "jobs":
+        paused = _PAUSED.format(chain=chain)
+        extra.append(f"'contract_paused', json(CASE WHEN {paused} THEN 'true' ELSE 'false' END)")
+    extra.append("'contract_name', :name")
+    if kind == "jobs":
+        found = (
+            f"json((SELECT {_VERIFICATION} FROM verifications WHERE chain_id = :chain "
+            "AND contract = :contract AND job_id = :id))"
+        )
+        extra.append(f"'verification', {found if by_chain and parts.verification else 'NULL'}")
+    # the row's object is opened up so that the detail's keys follow its own
+    body = row.removeprefix("json_object(").removesuffix(")")
+    return (
+        f"SELECT json_object({body}, {', '.join(extra)}) FROM {kind} "
+        f"WHERE contract = :contract AND {spec.id_col} = :id{chain} ORDER BY chain_id LIMIT 1"
+    )
+
+
+def detail(
     conn: sqlite3.Connection,
     kind: Kind,
     contract: str,
     subject_id: str,
     *,
     chain_id: int | None = None,
-) -> dict[str, Any] | None:
-    """One job or task as its wire object (without ``contract_name``); None if not indexed.
+    contract_name: str | None = None,
+    parts: DetailParts = DetailParts(),
+) -> str | None:
+    """One job or task with its events, intents (and a job's verification), as JSON text.
 
-    Without ``chain_id`` the lowest chain holding it answers.
+    None if it is not indexed. Without ``chain_id`` the lowest chain holding it answers.
     """
-    spec = SUBJECTS[kind]
-    expr, _ = wire_object(kind)
-    chain, params = _chain(chain_id)
+    params: dict[str, Any] = {"contract": contract.lower(), "id": subject_id.lower(),
+                              "name": contract_name, "chain": chain_id}  # fmt: skip
+    sql = detail_statement(kind, chain_id is not None, parts)
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else str(row[0])
+
+
+def present_parts(conn: sqlite3.Connection) -> DetailParts:
+    """The optional tables of a detail that this database has."""
+    names = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('keeper_intents', 'verifications')"
+        )
+    }
+    return DetailParts(intents="keeper_intents" in names, verification="verifications" in names)
+
+
+def verification_of(
+    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
+) -> dict[str, Any] | None:
+    """The latest verification of a job's verdict as the detail shows it; None if none."""
     row = conn.execute(
-        f"SELECT {expr} FROM {kind} WHERE contract = ? AND {spec.id_col} = ?{chain} "
-        "ORDER BY chain_id LIMIT 1",
-        (contract.lower(), subject_id.lower(), *params),
+        f"SELECT {_VERIFICATION} FROM verifications "
+        "WHERE chain_id = ? AND contract = ? AND job_id = ?",
+        (chain_id, contract, job_id),
     ).fetchone()
     if row is None:
         return None
     found: dict[str, Any] = json.loads(row[0])
     return found
-
-
-_EVENT: Final = (
-    "json_object('name', name, 'variant', variant, 'block_number', block_number, "
-    "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
-    "'log_index', log_index, 'args', json(args_json))"
-)
-_INTENT_FIELDS: Final = (
-    "action", "status", "outcome", "detail", "due_at", "tx_hash", "receipt_block", "attempts",
-)  # fmt: skip
-
-
-def events_of(
-    conn: sqlite3.Connection, contract: str, subject_id: str, *, chain_id: int | None = None
-) -> list[dict[str, Any]]:
-    """A subject's events in chain order; args keep uint256 values as decimal strings."""
-    chain, params = _chain(chain_id)
-    row = conn.execute(
-        f"SELECT json_group_array(json(e)) FROM (SELECT {_EVENT} AS e FROM events "
-        f"WHERE contract = ? AND subject = ?{chain} ORDER BY chain_id, block_number, log_index)",
-        (contract.lower(), subject_id.lower(), *params),
-    ).fetchone()
-    found: list[dict[str, Any]] = json.loads(row[0])
-    return found
-
-
-def intents_of(
-    conn: sqlite3.Connection, contract: str, subject_id: str, *, chain_id: int | None = None
-) -> list[dict[str, Any]]:
-    """The keeper's intents for a subject, oldest first."""
-    chain, params = _chain(chain_id)
-    rows = conn.execute(
-        f"SELECT {', '.join(_INTENT_FIELDS)} FROM keeper_intents WHERE contract = ? "
-        f"AND subject = ?{chain} ORDER BY id",
-        (contract, subject_id, *params),
-    )
-    return [dict(zip(_INTENT_FIELDS, row, strict=True)) for row in rows]

@@ -126,21 +126,25 @@ class TestLists:
 
 
 class TestOne:
-    def test_subject_and_its_events(self, indexed: tuple[IndexStore, sqlite3.Connection]) -> None:
+    def test_detail_and_its_events(self, indexed: tuple[IndexStore, sqlite3.Connection]) -> None:
         """A job's amounts are its stored decimal text; its events come in chain order."""
         _, conn = indexed
         row = conn.execute(
             "SELECT contract, job_id, budget FROM jobs WHERE budget != '0'"
         ).fetchone()
-        job = subjects.subject(conn, "jobs", row["contract"], row["job_id"], chain_id=CHAIN)
-        assert job is not None and job["budget"] == row["budget"]
-        assert isinstance(job["legacy"], bool)
-        assert list(job) == list(subjects.SUBJECTS["jobs"].fields)
-        events = subjects.events_of(conn, row["contract"], row["job_id"])
+        text = subjects.detail(conn, "jobs", row["contract"], row["job_id"], chain_id=CHAIN)
+        assert text is not None
+        job = json.loads(text)
+        assert job["budget"] == row["budget"] and isinstance(job["legacy"], bool)
+        assert list(job)[: len(subjects.SUBJECTS["jobs"].fields)] == list(
+            subjects.SUBJECTS["jobs"].fields
+        )
+        events = job["events"]
         keys = [(e["block_number"], e["log_index"]) for e in events]
         assert keys == sorted(keys) and events
         assert all(e["args"]["jobId"] == row["job_id"] for e in events)
-        assert subjects.subject(conn, "jobs", JOBS, "999999") is None
+        assert (job["contract_name"], job["verification"], job["intents"]) == (None, None, [])
+        assert subjects.detail(conn, "jobs", JOBS, "999999") is None
 
     def test_task_decodes_verdict_and_extra(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
@@ -150,10 +154,12 @@ class TestOne:
         row = conn.execute(
             "SELECT task_id, reward FROM tasks WHERE verdict_type IS NOT NULL"
         ).fetchone()
-        task = subjects.subject(conn, "tasks", TASKS, row["task_id"])
-        assert task is not None
-        assert task["verdict_type"] == "approve"
+        text = subjects.detail(conn, "tasks", TASKS, row["task_id"], contract_name="tm")
+        assert text is not None
+        task = json.loads(text)
+        assert task["verdict_type"] == "approve" and task["contract_name"] == "tm"
         assert isinstance(task["extra"], dict) and task["reward"] == row["reward"]
+        assert "verification" not in task and "contract_paused" not in task
 
 
 class TestAggregates:
