@@ -1,12 +1,13 @@
 """Jobs and tasks as the API serves them: one declaration per table, list pages, one subject.
 
 Each projection table is declared once (:data:`SUBJECTS`): its served
-fields, its amount columns, its parties and its status labels. A row's wire
+fields, its parties and its status labels. A row's wire
 object is one SQL ``json_object`` generated from that declaration
 (:func:`wire_object`) and evaluated by SQLite, for a list page and for a
 single subject alike, so there is one row mapping per table. Amounts are
-stored as exact decimal text and are served as that text: nothing here
-parses them into numbers (JSON numbers lose precision past 2**53).
+stored as exact decimal text and are served as that text, never through a
+number (JSON numbers lose precision past 2**53); only the refund of a partly
+settled job is a subtraction, exact on Python ints.
 
 Lists use keyset pagination on ``(created_block, contract, id)`` newest
 first. A page returns the key of its last row (:data:`PageKey`) when
@@ -58,9 +59,9 @@ MAX_LIMIT: Final = 500
 class Subjects:
     """The read side of one projection table.
 
-    ``fields`` are the served keys in wire order; ``amounts`` the decimal-text
-    amount columns among them, ``booleans`` the 0/1 ones; ``derived`` the
-    served keys computed from other columns (SQL expressions).
+    ``fields`` are the served keys in wire order, ``booleans`` the 0/1 ones
+    among them, ``derived`` those computed from other columns (SQL
+    expressions). Amount columns need no entry: they are served as stored.
     """
 
     kind: Kind
@@ -68,22 +69,24 @@ class Subjects:
     parties: tuple[str, ...]
     statuses: tuple[str, ...]
     fields: tuple[str, ...]
-    amounts: tuple[str, ...]
     booleans: tuple[str, ...] = ()
     derived: Mapping[str, str] | None = None
 
 
 _VERDICT_NAMES: Final = " ".join(f"WHEN {v.value} THEN '{v.name.lower()}'" for v in VerdictType)
+# The refund claimRefund would pay now. Only a partly settled escrow needs the exact
+# subtraction of the SQLite function keeper.store.db registers: a call into Python per
+# row, which takes the GIL back from the indexer each time.
+_REFUNDABLE: Final = (
+    "CASE WHEN status NOT IN ('funded', 'submitted') THEN '0' WHEN settled_amount = '0' "
+    "THEN budget ELSE refundable(status, budget, settled_amount) END"
+)
 _JOB_FIELDS: Final = (
     "contract", "job_id", "status", "client", "provider", "evaluator", "hook", "token",
     "budget", "funded_amount", "paid_amount", "refunded_amount", "expired_at", "submitted_at",
     "deliverable", "reason", "description", "legacy", "verdict_event", "created_block",
     "updated_block", "dialect", "settled_amount", "refundable_amount", "pending_claim_amount",
     "payout_receiver",
-)  # fmt: skip
-_JOB_AMOUNTS: Final = (
-    "budget", "funded_amount", "paid_amount", "refunded_amount", "settled_amount",
-    "refundable_amount", "pending_claim_amount",
 )  # fmt: skip
 _TASK_FIELDS: Final = (
     "contract", "task_id", "status", "requester", "worker", "reward", "mode", "expiry_time",
@@ -100,10 +103,8 @@ SUBJECTS: Final[Mapping[Kind, Subjects]] = {
         parties=("client", "provider", "evaluator"),
         statuses=tuple(s.label for s in JobStatus),
         fields=_JOB_FIELDS,
-        amounts=_JOB_AMOUNTS,
         booleans=("legacy",),
-        # the refund claimRefund would pay now (keeper.store.db registers the function)
-        derived={"refundable_amount": "refundable(status, budget, settled_amount)"},
+        derived={"refundable_amount": _REFUNDABLE},
     ),
     "tasks": Subjects(
         kind="tasks",
@@ -111,7 +112,6 @@ SUBJECTS: Final[Mapping[Kind, Subjects]] = {
         parties=("requester", "worker", "evaluator"),
         statuses=tuple(s.label for s in TaskStatus),
         fields=_TASK_FIELDS,
-        amounts=("reward", "evaluator_stake", "paid_amount", "refunded_amount"),
         derived={
             "verdict_type": f"CASE verdict_type {_VERDICT_NAMES} END",
             # stored as the string map it is served as
@@ -134,8 +134,9 @@ class Page:
 def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
     """The SQL expression of a row's wire object, and the parameters of its ``?``.
 
-    Amounts are the stored decimal text (``CAST`` only guards against a
-    number slipping into a TEXT column), booleans JSON booleans. With
+    Amounts are the stored decimal text as it is (their columns have TEXT
+    affinity, so SQLite keeps even a number written there as text), booleans
+    JSON booleans. With
     ``names`` (address -> configured name) the object ends with
     ``contract_name``, None for an unnamed contract.
     """
@@ -144,9 +145,7 @@ def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str
     parts = []
     for name in spec.fields:
         expr = derived.get(name, name)
-        if name in spec.amounts:
-            expr = f"CAST({expr} AS TEXT)"
-        elif name in spec.booleans:
+        if name in spec.booleans:
             expr = f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"
         parts.append(f"'{name}', {expr}")
     params: list[str] = []

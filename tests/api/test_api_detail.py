@@ -149,3 +149,33 @@ async def test_detail_without_keeper_and_verify_tables(world: World, tmp_path: P
         await get_json(c, "/v1/jobs/acp/999999", 404)
     assert bare == full | {"intents": []}
     assert bare_verified == verified | {"verification": None}
+
+
+async def test_refundable_amount_is_exact(world: World, tmp_path: Path) -> None:
+    """What claimRefund would pay: budget - settled of a funded or submitted job, exact past
+    2**64, never negative; nothing for any other status. List and detail agree."""
+    copy = tmp_path / "settled.db"
+    shutil.copy(world.path, copy)
+    funded = sorted(j for j, s in world.jobs.items() if s == "funded")
+    submitted = next(j for j, s in world.jobs.items() if s == "submitted")
+    done = next(j for j, s in world.jobs.items() if s == "completed")
+    big = 2**200 + 7
+    rows = {  # job: (budget, settled) -> refundable
+        funded[0]: (str(big), "5", str(big - 5)),
+        funded[1]: ("100", "300", "0"),
+        submitted: (str(big), "0", str(big)),
+        done: (str(big), "0", "0"),
+    }
+    conn = connect(copy)
+    for job, (budget, settled, _) in rows.items():
+        conn.execute(
+            "UPDATE jobs SET budget = ?, settled_amount = ? WHERE job_id = ?",
+            [budget, settled, job],
+        )
+    conn.close()
+    async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
+        items = {i["job_id"]: i for i in (await get_json(c, "/v1/jobs?limit=500"))["items"]}
+        for job, (budget, settled, refundable) in rows.items():
+            detail = await get_json(c, f"/v1/jobs/acp/{job}")
+            assert (detail["budget"], detail["settled_amount"]) == (budget, settled)
+            assert detail["refundable_amount"] == items[job]["refundable_amount"] == refundable
