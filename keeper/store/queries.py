@@ -19,6 +19,7 @@ __all__ = [
     "counts_by_status",
     "escrow_locked",
     "intent_counts",
+    "latest_pause",
     "overdue_intents",
     "pause_state",
     "recent_verdicts",
@@ -40,6 +41,20 @@ def refundable(status: str, budget: int, settled: int) -> int:
     return max(budget - settled, 0) if status in _HOLDING_JOBS else 0
 
 
+def latest_pause(by_chain: bool) -> str:
+    """The statement selecting (name, block) of a contract's latest Paused/Unpaused event.
+
+    Named parameters ``:contract`` and, ``by_chain``, ``:chain``; contract-level
+    events are the contract's rows without a subject.
+    """
+    chain = " AND chain_id = :chain" if by_chain else ""
+    return (
+        "SELECT name, block_number FROM events WHERE contract = :contract "
+        f"AND subject IS NULL AND name IN ('Paused', 'Unpaused'){chain} "
+        "ORDER BY block_number DESC, log_index DESC LIMIT 1"
+    )
+
+
 def pause_state(
     conn: sqlite3.Connection, contract: str, *, chain_id: int | None = None
 ) -> tuple[bool, int] | None:
@@ -48,12 +63,8 @@ def pause_state(
     A query rather than a projection: the events table is already reorg-safe,
     and the contract-level rows are found through the (contract, subject) index.
     """
-    chain = " AND chain_id = ?" if chain_id is not None else ""
     row = conn.execute(
-        "SELECT name, block_number FROM events WHERE contract = ? AND subject IS NULL "
-        f"AND name IN ('Paused', 'Unpaused'){chain} "
-        "ORDER BY block_number DESC, log_index DESC LIMIT 1",
-        (contract, *([chain_id] if chain_id is not None else [])),
+        latest_pause(chain_id is not None), {"contract": contract, "chain": chain_id}
     ).fetchone()
     return None if row is None else (row[0] == "Paused", int(row[1]))
 

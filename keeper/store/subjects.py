@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from keeper.domain.model import JobStatus, TaskStatus, VerdictType
+from keeper.store.queries import latest_pause
 
 __all__ = [
     "MAX_LIMIT",
@@ -136,8 +137,7 @@ def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str
 
     Amounts are the stored decimal text as it is (their columns have TEXT
     affinity, so SQLite keeps even a number written there as text), booleans
-    JSON booleans. With
-    ``names`` (address -> configured name) the object ends with
+    JSON booleans. With ``names`` (address -> configured name) the object ends with
     ``contract_name``, None for an unnamed contract.
     """
     spec = SUBJECTS[kind]
@@ -250,12 +250,6 @@ _VERIFICATION: Final = (
     "'tx_hash', tx_hash, 'block_number', block_number, 'log_index', log_index), "
     "'attempts', attempts, 'next_retry_at', next_retry_at)"
 )
-# the latest Paused/Unpaused event of the contract (contract-level events have no subject)
-_PAUSED: Final = (
-    "(SELECT name FROM events WHERE contract = :contract AND subject IS NULL "
-    "AND name IN ('Paused', 'Unpaused'){chain} "
-    "ORDER BY block_number DESC, log_index DESC LIMIT 1) = 'Paused'"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +289,7 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
         ),
     ]
     if kind == "jobs":
-        paused = _PAUSED.format(chain=chain)
+        paused = f"(SELECT name FROM ({latest_pause(by_chain)})) = 'Paused'"
         extra.append(f"'contract_paused', json(CASE WHEN {paused} THEN 'true' ELSE 'false' END)")
     extra.append("'contract_name', :name")
     if kind == "jobs":
