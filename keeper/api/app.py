@@ -4,9 +4,8 @@ Metrics scrapes (whose collector runs SQL), status sums and verdict
 submissions go through a small thread pool with its own read-only
 connections, so they never stall the loop that serves requests. Lookups and
 list pages (indexed, page-bounded) run on that loop itself when it is the
-API's own (the daemon's case), else on the pool too. Errors are JSON with a stable shape:
-``{"error": code, "message": ..., "parameter": ...}``; an unexpected failure
-is a bare 500 whose detail goes to the log only, never to the client.
+API's own (the daemon's case), else on the pool too. Responses and errors:
+:mod:`keeper.api.responses`.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +31,7 @@ from keeper.api.overview import DEFAULT_RANGE, Overview, parse_range, read_overv
 from keeper.api.page import render_not_found, render_status, render_subject
 from keeper.api.params import (
     BadParam,
+    encode_cursor,
     parse_job_id,
     parse_list_query,
     parse_task_id,
@@ -40,11 +39,20 @@ from keeper.api.params import (
 )
 from keeper.api.pictures import render_pictures
 from keeper.api.reads import ApiReads
+from keeper.api.responses import (
+    MAX_SUBMISSION_BYTES,
+    errors,
+    html,
+    json_error,
+    json_response,
+    json_text,
+)
 from keeper.api.submit import VerdictSubmitter
 from keeper.domain.model import Protocol
 from keeper.domain.planner import PlannerConfig
 from keeper.obs.dbgauges import DatabaseCollector
 from keeper.obs.logging import get_logger, redact_text
+from keeper.store.subjects import Kind
 
 __all__ = ["READS_KEY", "Readiness", "StatusProvider", "VerificationReader", "make_app"]
 
@@ -57,65 +65,7 @@ VerificationReader = Callable[[str, str], Mapping[str, Any] | None]
 VerdictReader = Callable[[str, str], Mapping[str, Any] | None]
 
 READS_KEY = web.AppKey("reads", ApiReads)
-MAX_SUBMISSION_BYTES = 1 << 20
 _log = get_logger(__name__)
-_SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-store",
-}
-_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, dumps=partial(json.dumps, separators=(",", ":")))
-
-
-def _error(
-    status: int,
-    code: str,
-    message: str,
-    parameter: str | None = None,
-    pointer: str | None = None,
-) -> web.Response:
-    body: dict[str, Any] = {"error": code, "message": message}
-    if parameter is not None:
-        body["parameter"] = parameter
-    if pointer is not None:
-        body["pointer"] = pointer
-    return _json(body, status)
-
-
-def _html(text: str, status: int = 200) -> web.Response:
-    response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
-    response.headers["Content-Security-Policy"] = _PAGE_CSP
-    return response
-
-
-@web.middleware
-async def _errors(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    try:
-        response = await handler(request)
-    except BadParam as exc:
-        response = _error(400, "bad_parameter", exc.message, exc.param)
-    except web.HTTPNotFound:
-        response = _error(404, "not_found", f"no route for {request.path}")
-    except web.HTTPMethodNotAllowed as exc:
-        response = _error(405, "method_not_allowed", f"{exc.method} is not allowed here")
-    except web.HTTPRequestEntityTooLarge:
-        response = _error(413, "too_large", f"request body over {MAX_SUBMISSION_BYTES} bytes")
-    except web.HTTPException:
-        raise
-    except sqlite3.OperationalError as exc:
-        _log.warning("api_database_unavailable", path=request.path, error=str(exc))
-        response = _error(503, "database_unavailable", "the database cannot be read right now")
-    except Exception:
-        _log.exception("api_internal_error", path=request.path)
-        response = _error(500, "internal", "internal error")
-    for name, value in _SECURITY_HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
 
 
 def _redacted(value: Any) -> Any:
@@ -165,21 +115,19 @@ class _Handlers:
     async def _lookup(self, fn: Callable[[], T]) -> T:
         """An indexed, page-bounded read: inline when the API has its own loop.
 
-        Each pool hop costs two thread handoffs, and while the indexer runs
-        Python each handoff waits for the GIL: under load the hops, not the
-        queries, were most of a request's latency (bench/README.md has the
-        figures).
+        A pool hop costs two thread handoffs, and while the indexer runs
+        Python each handoff waits for the GIL (bench/README.md, API).
         """
         return fn() if self.inline_lookups else await self._run(fn)
 
     # --- health and metrics -------------------------------------------------------------
 
     async def healthz(self, _request: web.Request) -> web.Response:
-        return _json({"status": "ok"})
+        return json_response({"status": "ok"})
 
     async def readyz(self, _request: web.Request) -> web.Response:
         if self.readiness is None:
-            return _json({"ready": True, "checks": {}})
+            return json_response({"ready": True, "checks": {}})
         result = self.readiness()
         checks = await result if inspect.isawaitable(result) else result
         ready = all(c.ok for c in checks.values())
@@ -190,7 +138,7 @@ class _Handlers:
             },
             "failed": sorted(name for name, c in checks.items() if not c.ok),
         }
-        return _json(body, 200 if ready else 503)
+        return json_response(body, 200 if ready else 503)
 
     async def metrics(self, _request: web.Request) -> web.Response:
         payload = await self._run(lambda: generate_latest(self.registry))
@@ -258,7 +206,7 @@ class _Handlers:
                 "outcomes": db["keeper_outcomes"],
             },
         }
-        return _json(body)
+        return json_response(body)
 
     async def list_jobs(self, request: web.Request) -> web.Response:
         return await self._list("jobs", request)
@@ -266,45 +214,54 @@ class _Handlers:
     async def list_tasks(self, request: web.Request) -> web.Response:
         return await self._list("tasks", request)
 
-    async def _list(self, kind: Any, request: web.Request) -> web.Response:
+    async def _list(self, kind: Kind, request: web.Request) -> web.Response:
         query = {k: request.query.getall(k) for k in request.query}
         parsed = parse_list_query(kind, query, self.contracts)
         page = await self._lookup(lambda: self.reads.list_subjects(parsed))
-        body = f'{{"items":[{page.items}],"next_cursor":{json.dumps(page.next_cursor)}}}'
-        return web.Response(body=body.encode(), content_type="application/json", charset="utf-8")
+        cursor = "null" if page.next_key is None else f'"{encode_cursor(kind, page.next_key)}"'
+        return json_text(f'{{"items":[{page.items}],"next_cursor":{cursor}}}')
 
-    async def _job(self, request: web.Request) -> tuple[str, str, dict[str, Any] | None]:
+    async def _detail(self, kind: Kind, request: web.Request) -> tuple[str, str, str | None]:
+        """(contract, id, the detail's JSON text or None) of a detail route's path."""
         contract = resolve_contract(request.match_info["contract"], self.contracts)
-        job_id = parse_job_id(request.match_info["job_id"])
-        item = await self._lookup(lambda: self.reads.job(contract, job_id))
-        if item is not None:
-            item["contract_name"] = self.names.get(contract)
+        if kind == "jobs":
+            subject = parse_job_id(request.match_info["job_id"])
+        else:
+            subject = parse_task_id(request.match_info["task_id"])
+        name = self.names.get(contract)
+        text = await self._lookup(lambda: self.reads.detail(kind, contract, subject, name))
+        return contract, subject, text
+
+    async def _item(
+        self, kind: Kind, request: web.Request
+    ) -> tuple[str, str, dict[str, Any] | None]:
+        """The detail as a dictionary (for the pages)."""
+        contract, subject, text = await self._detail(kind, request)
+        item = None if text is None else await self._verified(json.loads(text), contract, subject)
+        return contract, subject, item
+
+    async def _verified(self, item: dict[str, Any], contract: str, subject: str) -> dict[str, Any]:
+        """A job's verification from an injected reader instead of the store's."""
+        reader = self.verification
+        if "verification" in item and reader != self.reads.verification:
             item["verification"] = (
-                await self._lookup(lambda: self.verification(contract, job_id))  # type: ignore[misc]
-                if self.verification is not None
-                else None
+                None if reader is None else await self._lookup(lambda: reader(contract, subject))
             )
-        return contract, job_id, item
-
-    async def _task(self, request: web.Request) -> tuple[str, str, dict[str, Any] | None]:
-        contract = resolve_contract(request.match_info["contract"], self.contracts)
-        task_id = parse_task_id(request.match_info["task_id"])
-        item = await self._lookup(lambda: self.reads.task(contract, task_id))
-        if item is not None:
-            item["contract_name"] = self.names.get(contract)
-        return contract, task_id, item
+        return item
 
     async def get_job(self, request: web.Request) -> web.Response:
-        contract, job_id, item = await self._job(request)
-        if item is None:
-            return _error(404, "not_found", f"no job {job_id} on {contract}")
-        return _json(item)
+        return await self._detail_response("jobs", request)
 
     async def get_task(self, request: web.Request) -> web.Response:
-        contract, task_id, item = await self._task(request)
-        if item is None:
-            return _error(404, "not_found", f"no task {task_id} on {contract}")
-        return _json(item)
+        return await self._detail_response("tasks", request)
+
+    async def _detail_response(self, kind: Kind, request: web.Request) -> web.Response:
+        contract, subject, text = await self._detail(kind, request)
+        if text is None:
+            return json_error(404, "not_found", f"no {kind[:-1]} {subject} on {contract}")
+        if kind == "jobs" and self.verification != self.reads.verification:
+            return json_response(await self._verified(json.loads(text), contract, subject))
+        return json_text(text)
 
     async def get_verdict(self, request: web.Request) -> web.Response:
         contract = resolve_contract(request.match_info["contract"], self.contracts)
@@ -315,23 +272,23 @@ class _Handlers:
             else None
         )
         if found is None:
-            return _error(404, "not_found", f"no stored verdict for job {job_id} on {contract}")
-        return _json({"contract": contract, "job_id": job_id, **found})
+            return json_error(404, "not_found", f"no stored verdict for job {job_id} on {contract}")
+        return json_response({"contract": contract, "job_id": job_id, **found})
 
     async def post_verdict(self, request: web.Request) -> web.Response:
         """Accept a verdict document only if it is the one an indexed verdict names."""
         if self.submit is None:
-            return _error(503, "submissions_disabled", "verdict submission is not enabled")
+            return json_error(503, "submissions_disabled", "verdict submission is not enabled")
         raw = await request.read()
         submit = self.submit
         result = await self._run(lambda: submit(raw))
         if not result.accepted:
             code = result.code or "invalid_document"
-            return _error(422, code, result.detail or code, pointer=result.pointer)
+            return json_error(422, code, result.detail or code, pointer=result.pointer)
         jobs = [
             {"contract": c, "contract_name": self.names.get(c), "job_id": j} for c, j in result.jobs
         ]
-        return _json({"accepted": True, "digest": result.digest, "jobs": jobs}, 202)
+        return json_response({"accepted": True, "digest": result.digest, "jobs": jobs}, 202)
 
     # --- HTML ---------------------------------------------------------------------------
 
@@ -339,8 +296,8 @@ class _Handlers:
         try:
             range_name = parse_range(request.query.getall("range", []))
         except BadParam as exc:
-            return _html(await self._status_page(f"{exc.param}: {exc.message}"), 400)
-        return _html(await self._status_page(range_name=range_name))
+            return html(await self._status_page(f"{exc.param}: {exc.message}"), 400)
+        return html(await self._status_page(range_name=range_name))
 
     def _overview(self, range_name: str) -> Overview | None:
         chain_id = self.reads.chain_id
@@ -377,29 +334,29 @@ class _Handlers:
                 parse_task_id(subject, "id") if kind == "tasks" else parse_job_id(subject, "id")
             )
         except BadParam as exc:
-            return _html(await self._status_page(f"{exc.param}: {exc.message}"), 400)
+            return html(await self._status_page(f"{exc.param}: {exc.message}"), 400)
         name = self.names.get(contract, contract)
         raise web.HTTPFound(f"/{kind}/{name}/{subject}")
 
     async def job_page(self, request: web.Request) -> web.Response:
         try:
-            contract, job_id, item = await self._job(request)
+            contract, job_id, item = await self._item("jobs", request)
         except BadParam as exc:
-            return _html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
+            return html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
         if item is None:
             what = f"No job {job_id} on {self.names.get(contract, contract)}."
-            return _html(render_not_found(what, self.contracts), 404)
-        return _html(render_subject("jobs", item, self.names.get(contract, contract)))
+            return html(render_not_found(what, self.contracts), 404)
+        return html(render_subject("jobs", item, self.names.get(contract, contract)))
 
     async def task_page(self, request: web.Request) -> web.Response:
         try:
-            contract, task_id, item = await self._task(request)
+            contract, task_id, item = await self._item("tasks", request)
         except BadParam as exc:
-            return _html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
+            return html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
         if item is None:
             what = f"No task {task_id} on {self.names.get(contract, contract)}."
-            return _html(render_not_found(what, self.contracts), 404)
-        return _html(render_subject("tasks", item, self.names.get(contract, contract)))
+            return html(render_not_found(what, self.contracts), 404)
+        return html(render_subject("tasks", item, self.names.get(contract, contract)))
 
 
 def make_app(
@@ -453,7 +410,7 @@ def make_app(
     )  # fmt: skip
 
     # verdict documents are a few hundred bytes; this caps what a POST may make us read
-    app = web.Application(middlewares=[_errors], client_max_size=MAX_SUBMISSION_BYTES)
+    app = web.Application(middlewares=[errors], client_max_size=MAX_SUBMISSION_BYTES)
     app[READS_KEY] = reads
     app.router.add_get("/healthz", h.healthz)
     app.router.add_get("/readyz", h.readyz)

@@ -1,10 +1,9 @@
 """SQLite row providers for :class:`~keeper.obs.dbgauges.DatabaseCollector`.
 
 Here rather than in ``obs`` because it reads the store, which ``obs`` may not
-import. Job/task counts and escrow sums come from :mod:`keeper.store.queries`
-(exact ints, never summed through floats); the two aggregates the store does
-not offer yet (verifications by status, unfinished intents by action) are
-single GROUP BY queries here.
+import. Every row comes from :mod:`keeper.store.queries` (escrow sums exact
+ints, never summed through floats); this module only holds the connection and
+shapes the rows as the collector takes them.
 
 Every provider tolerates a table that does not exist yet (a component not
 migrated): it returns no rows rather than failing the scrape.
@@ -57,17 +56,6 @@ class _ReadOnly:
                 self._conn = None
 
 
-def _grouped(sql: str, chain_id: int | None) -> Callable[[sqlite3.Connection], CountRows]:
-    """``sql`` has a ``{where}`` slot and selects (contract, label, count)."""
-
-    def read(conn: sqlite3.Connection) -> CountRows:
-        where, params = ("WHERE chain_id = ?", (chain_id,)) if chain_id is not None else ("", ())
-        rows = conn.execute(sql.format(where=where), params).fetchall()
-        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
-
-    return read
-
-
 def sqlite_sources(path: str | Path, chain_id: int | None = None) -> DbGaugeSources:
     """Row providers reading ``path`` through their own read-only connection."""
     db = _ReadOnly(path)
@@ -88,21 +76,12 @@ def sqlite_sources(path: str | Path, chain_id: int | None = None) -> DbGaugeSour
         )
         return [(r["contract"], r["token"] or UNKNOWN_TOKEN, int(r["amount"])) for r in rows]
 
-    verdicts = _grouped(
-        "SELECT contract, status, COUNT(*) FROM verifications {where} GROUP BY contract, status",
-        chain_id,
-    )
-    # Intents are written when an action falls due, so an unfinished intent is overdue.
-    overdue = _grouped(
-        "SELECT contract, action, COUNT(*) FROM keeper_intents {where} "
-        + ("AND" if chain_id is not None else "WHERE")
-        + " status != 'done' GROUP BY contract, action",
-        chain_id,
-    )
     return DbGaugeSources(
         jobs=lambda: counts("jobs"),
         tasks=lambda: counts("tasks"),
         escrow_locked=locked,
-        overdue_actions=lambda: db.run(overdue, []),
-        verdicts=lambda: db.run(verdicts, []),
+        overdue_actions=lambda: db.run(lambda c: queries.overdue_intents(c, chain_id=chain_id), []),
+        verdicts=lambda: db.run(
+            lambda c: queries.verifications_by_status(c, chain_id=chain_id), []
+        ),
     )

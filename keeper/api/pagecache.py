@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
+from keeper.store.subjects import Page
+
 __all__ = ["CACHE_BYTES", "PageCache"]
 
 # Per reading thread: some hundreds of default pages; RSS stays well inside its budget.
@@ -28,10 +30,10 @@ class PageCache:
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self._version: int | None = None
-        self._pages: dict[Hashable, tuple[str, str | None]] = {}
+        self._pages: dict[Hashable, Page] = {}
         self._bytes = 0
 
-    def get(self, version: int, key: Hashable) -> tuple[str, str | None] | None:
+    def get(self, version: int, key: Hashable) -> Page | None:
         """The page kept for ``key`` at ``version``; a new version first drops every page."""
         if version != self._version:
             self._version = version
@@ -40,13 +42,13 @@ class PageCache:
             return None
         return self._pages.get(key)
 
-    def put(self, version: int, key: Hashable, page: tuple[str, str | None]) -> None:
-        """Keep ``page`` (items text, next cursor) for ``key``, read at ``version``."""
-        size = len(page[0])
+    def put(self, version: int, key: Hashable, page: Page) -> None:
+        """Keep ``page`` for ``key``, read at ``version``."""
+        size = len(page.items)
         if version != self._version or size > self.max_bytes:
             return
         while self._pages and self._bytes + size > self.max_bytes:
             oldest = next(iter(self._pages))
-            self._bytes -= len(self._pages.pop(oldest)[0])
+            self._bytes -= len(self._pages.pop(oldest).items)
         self._pages[key] = page
         self._bytes += size

@@ -14,9 +14,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from keeper.domain.model import JobStatus, TaskStatus
+from keeper.store.subjects import MAX_LIMIT, SUBJECTS, Kind, PageKey
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -32,24 +31,12 @@ __all__ = [
     "resolve_contract",
 ]
 
-Kind = Literal["jobs", "tasks"]
-# Pages are served from one read transaction; 500 rows keep a response small
-# enough for a status page and a scrape-like client to parse quickly.
-MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 # uint256 as a decimal string is at most 78 digits
 _MAX_JOB_ID = 2**256 - 1
 
 _ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _TASK_ID_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
-_PARTIES: dict[str, tuple[str, ...]] = {
-    "jobs": ("client", "provider", "evaluator"),
-    "tasks": ("requester", "worker", "evaluator"),
-}
-_STATUSES: dict[str, tuple[str, ...]] = {
-    "jobs": tuple(s.label for s in JobStatus),
-    "tasks": tuple(s.label for s in TaskStatus),
-}
 
 
 class BadParam(Exception):
@@ -63,22 +50,23 @@ class BadParam(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ListQuery:
-    """A validated list request; ``after`` is the decoded cursor key."""
+    """A validated list request; ``after`` is the decoded cursor's page key."""
 
     kind: Kind
     contract: str | None = None
     statuses: tuple[str, ...] = ()
     parties: Mapping[str, str] = field(default_factory=dict)
     limit: int = DEFAULT_LIMIT
-    after: tuple[int, str, str] | None = None
+    after: PageKey | None = None
 
 
-def encode_cursor(kind: Kind, key: tuple[int, str, str]) -> str:
+def encode_cursor(kind: Kind, key: PageKey) -> str:
+    """The client's opaque cursor for a page key: the only place one is made."""
     raw = json.dumps([kind[0], *key], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(kind: Kind, token: str) -> tuple[int, str, str]:
+def decode_cursor(kind: Kind, token: str) -> PageKey:
     """The key inside ``token``; raises BadParam('cursor') for anything not minted by us."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
@@ -133,8 +121,12 @@ def _single(query: Mapping[str, Sequence[str]], name: str) -> str | None:
 def parse_list_query(
     kind: Kind, query: Mapping[str, Sequence[str]], contracts: Mapping[str, str]
 ) -> ListQuery:
-    """Validate a list request's query string (each name mapped to all its values)."""
-    allowed = {"contract", "status", "limit", "cursor", *_PARTIES[kind]}
+    """Validate a list request's query string (each name mapped to all its values).
+
+    The one validation of statuses, parties and cursors: the store trusts what passes.
+    """
+    spec = SUBJECTS[kind]
+    allowed = {"contract", "status", "limit", "cursor", *spec.parties}
     for name in query:
         if name not in allowed:
             raise BadParam(name, f"unknown parameter (allowed: {', '.join(sorted(allowed))})")
@@ -146,16 +138,16 @@ def parse_list_query(
     status_text = _single(query, "status")
     if status_text is not None:
         statuses = tuple(s.strip() for s in status_text.split(",") if s.strip())
-        bad = [s for s in statuses if s not in _STATUSES[kind]]
+        bad = [s for s in statuses if s not in spec.statuses]
         if bad or not statuses:
             raise BadParam(
                 "status",
                 f"unknown status {', '.join(map(repr, bad)) or repr(status_text)} "
-                f"(one or more of: {', '.join(_STATUSES[kind])})",
+                f"(one or more of: {', '.join(spec.statuses)})",
             )
 
     parties: dict[str, str] = {}
-    for name in _PARTIES[kind]:
+    for name in spec.parties:
         value = _single(query, name)
         if value is not None:
             if not _ADDRESS_RE.match(value):

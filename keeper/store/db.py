@@ -33,6 +33,11 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
+def data_version(conn: sqlite3.Connection) -> int:
+    """A number SQLite changes whenever another connection commits to the file."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
 def _refundable_text(status: str, budget: str, settled: str) -> str:
     return str(refundable(status, int(budget), int(settled)))
 

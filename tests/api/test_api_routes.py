@@ -222,7 +222,7 @@ class TestJobs:
         self, world: World, tmp_path: Path, validate: Validate
     ) -> None:
         """A list item is the detail object without events/intents/verification, byte for byte
-        in meaning: list pages are encoded by SQLite, details by Python, from the same rows.
+        in meaning: a page is encoded as one text by SQLite, a detail decoded and re-encoded.
         Hostile text (quotes, NUL and control characters, non-ASCII), a legacy job and a task
         verdict type go through both."""
         copy = tmp_path / "hostile.db"

@@ -6,12 +6,14 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from index_builders import ACTORS, JOBS, TASKS, Synth, batch_of
 
 from keeper.domain.model import BlockHeader
 from keeper.store import queries as q
+from keeper.store import subjects
 from keeper.store.db import connect
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
@@ -38,20 +40,36 @@ def _all(table: str, conn: sqlite3.Connection) -> list[sqlite3.Row]:
     return conn.execute(f"SELECT * FROM {table}").fetchall()
 
 
+def _items(page: subjects.Page) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(f"[{page.items}]")
+    assert page.count == len(items)
+    return items
+
+
+def _walk(conn: sqlite3.Connection, kind: subjects.Kind, limit: int, **kwargs: Any) -> list[Any]:
+    """Every item of a list, following next_key page by page."""
+    wire = subjects.wire_object(kind)
+    seen: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = subjects.list_page(conn, kind, wire, limit=limit, after=after, **kwargs)
+        got = _items(page)
+        assert len(got) <= limit
+        seen += got
+        after = page.next_key
+        if after is None:
+            return seen
+        assert after == (got[-1]["created_block"], got[-1]["contract"], got[-1][f"{kind[:-1]}_id"])
+
+
 class TestLists:
     def test_pages_cover_every_job_once_newest_first(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
     ) -> None:
-        """Following next_after through small pages yields each job exactly once, in order."""
+        """Following next_key through small pages yields each job exactly once, in order."""
         _, conn = indexed
-        seen: list[tuple[int, str, str]] = []
-        after = None
-        while True:
-            page = q.list_jobs(conn, limit=7, after=after, chain_id=CHAIN)
-            seen += [(j["created_block"], j["contract"], j["job_id"]) for j in page.items]
-            after = page.next_after
-            if after is None:
-                break
+        items = _walk(conn, "jobs", 7, chain_id=CHAIN)
+        seen = [(j["created_block"], j["contract"], j["job_id"]) for j in items]
         expected = {(r["created_block"], r["contract"], r["job_id"]) for r in _all("jobs", conn)}
         assert len(seen) == len(expected) == len(set(seen)) > 7
         assert set(seen) == expected
@@ -60,99 +78,88 @@ class TestLists:
     def test_filters_match_a_python_filter(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
     ) -> None:
-        """Status and party filters return exactly the rows a plain Python filter selects."""
+        """Status, contract and party filters page exactly the rows a Python filter selects,
+        in page order."""
         _, conn = indexed
         rows = _all("jobs", conn)
+
+        def order(r: sqlite3.Row) -> tuple[int, str, str]:
+            return (r["created_block"], r["contract"], r["job_id"])
+
         for status in ("open", "funded", "completed", "expired"):
-            got = q.list_jobs(conn, status=status, contract=JOBS, limit=500).items
+            got = _walk(conn, "jobs", 5, statuses=(status,), contract=JOBS)
             want = [r for r in rows if r["status"] == status and r["contract"] == JOBS]
-            assert {j["job_id"] for j in got} == {r["job_id"] for r in want}
-        both = q.list_jobs(conn, status=["completed", "rejected"], limit=500).items
+            assert [j["job_id"] for j in got] == [
+                r["job_id"] for r in sorted(want, key=order, reverse=True)
+            ]
+        both = _walk(conn, "jobs", 500, statuses=("completed", "rejected"))
         assert {j["status"] for j in both} <= {"completed", "rejected"}
         assert len(both) == sum(1 for r in rows if r["status"] in ("completed", "rejected"))
-        by_client = q.list_jobs(conn, client=ACTORS[0].upper().replace("0X", "0x"), limit=500)
-        assert len(by_client.items) == sum(1 for r in rows if r["client"] == ACTORS[0])
+        by_client = _walk(
+            conn, "jobs", 5, parties={"client": ACTORS[0].upper().replace("0X", "0x")}
+        )
+        assert len(by_client) == sum(1 for r in rows if r["client"] == ACTORS[0])
         tasks = _all("tasks", conn)
-        worker = q.list_tasks(conn, worker=ACTORS[1], status="accepted", limit=500).items
+        worker = _walk(conn, "tasks", 500, parties={"worker": ACTORS[1]}, statuses=("accepted",))
         assert len(worker) == sum(
             1 for r in tasks if r["worker"] == ACTORS[1] and r["status"] == "accepted"
         )
-        assert q.list_jobs(conn, chain_id=CHAIN + 1).items == []
+        assert _walk(conn, "jobs", 50, chain_id=CHAIN + 1) == []
 
-    def test_json_pages_are_the_row_pages(
+    def test_any_wire_expression_and_its_parameters(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
     ) -> None:
-        """list_json selects, orders and pages exactly as list_jobs/list_tasks do."""
+        """A page of any expression holds the same rows as the wire object's page; its
+        parameters bind before the filters'; a party the table lacks is refused."""
         _, conn = indexed
-        wire = "json_object('id', job_id, 'status', status)"
-        for kwargs in ({}, {"status": ["completed", "rejected"]}, {"contract": JOBS},
-                       {"parties": {"client": ACTORS[0]}}):  # fmt: skip
-            after = None
-            while True:
-                page = q.list_json(conn, "jobs", wire, limit=5, after=after, chain_id=CHAIN,
-                                   **kwargs)  # fmt: skip
-                parties = kwargs.get("parties", {})
-                rows = q.list_jobs(
-                    conn, limit=5, after=after, chain_id=CHAIN,
-                    status=kwargs.get("status"), contract=kwargs.get("contract"), **parties,
-                )  # fmt: skip
-                assert json.loads(f"[{page.items}]") == [
-                    {"id": r["job_id"], "status": r["status"]} for r in rows.items
-                ]
-                assert page.count == len(rows.items)
-                assert page.next_after == rows.next_after
-                after = page.next_after
-                if after is None:
-                    break
-        tasks = q.list_json(conn, "tasks", "json_object('id', task_id)", limit=500)
-        tasks_ids = [t["id"] for t in json.loads(f"[{tasks.items}]")]
-        assert tasks_ids == [t["task_id"] for t in q.list_tasks(conn, limit=500).items]
-        assert tasks.count == len(json.loads(f"[{tasks.items}]")) == len(_all("tasks", conn)) > 0
-        named = q.list_json(conn, "tasks", "json_object('n', ?, 'id', task_id)", ["x"], limit=1)
-        assert json.loads(named.items) == {"n": "x", "id": tasks_ids[0]}
+        tasks = subjects.list_page(conn, "tasks", ("json_object('id', task_id)", []), limit=500)
+        tasks_ids = [t["id"] for t in _items(tasks)]
+        assert tasks_ids == [t["task_id"] for t in _walk(conn, "tasks", 3)]
+        assert tasks.count == len(_all("tasks", conn)) > 0
+        named = subjects.list_page(
+            conn, "tasks", ("json_object('n', ?, 'id', task_id)", ["x"]), limit=1,
+            statuses=("accepted", "open", "claimed", "submitted", "expired", "cancelled"),
+        )  # fmt: skip
+        assert json.loads(named.items)["n"] == "x" and named.next_key is not None
         with pytest.raises(ValueError, match="unknown party"):
-            q.list_json(conn, "jobs", wire, parties={"worker": ACTORS[0]})
-        with pytest.raises(ValueError, match="unknown status"):
-            q.list_json(conn, "tasks", wire, status="completed")
-
-    def test_bad_status_and_bad_token_are_rejected(
-        self, indexed: tuple[IndexStore, sqlite3.Connection]
-    ) -> None:
-        """An unknown status label or a forged page token raises ValueError (a 400 upstream)."""
-        _, conn = indexed
-        with pytest.raises(ValueError, match="unknown status"):
-            q.list_jobs(conn, status="review")
-        with pytest.raises(ValueError, match="page token"):
-            q.list_tasks(conn, after="not-a-token")
-        assert q.decode_after(q.encode_after(5, JOBS, "12")) == (5, JOBS, "12")
+            subjects.list_page(conn, "jobs", ("1", []), parties={"worker": ACTORS[0]})
 
 
 class TestOne:
-    def test_get_job_and_its_events(self, indexed: tuple[IndexStore, sqlite3.Connection]) -> None:
-        """get_job returns ints for amounts; events_for lists its events in chain order."""
+    def test_detail_and_its_events(self, indexed: tuple[IndexStore, sqlite3.Connection]) -> None:
+        """A job's amounts are its stored decimal text; its events come in chain order."""
         _, conn = indexed
         row = conn.execute(
             "SELECT contract, job_id, budget FROM jobs WHERE budget != '0'"
         ).fetchone()
-        job = q.get_job(conn, row["contract"], row["job_id"], chain_id=CHAIN)
-        assert job is not None and job["budget"] == int(row["budget"])
-        assert isinstance(job["legacy"], bool)
-        events = q.events_for(conn, row["contract"], row["job_id"])
+        text = subjects.detail(conn, "jobs", row["contract"], row["job_id"], chain_id=CHAIN)
+        assert text is not None
+        job = json.loads(text)
+        assert job["budget"] == row["budget"] and isinstance(job["legacy"], bool)
+        assert list(job)[: len(subjects.SUBJECTS["jobs"].fields)] == list(
+            subjects.SUBJECTS["jobs"].fields
+        )
+        events = job["events"]
         keys = [(e["block_number"], e["log_index"]) for e in events]
         assert keys == sorted(keys) and events
         assert all(e["args"]["jobId"] == row["job_id"] for e in events)
-        assert q.get_job(conn, JOBS, "999999") is None
+        assert (job["contract_name"], job["verification"], job["intents"]) == (None, None, [])
+        assert subjects.detail(conn, "jobs", JOBS, "999999") is None
 
-    def test_get_task_decodes_verdict_and_extra(
+    def test_task_decodes_verdict_and_extra(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
     ) -> None:
         """Task rows come back with the verdict as a label and extra as a dict."""
         _, conn = indexed
-        row = conn.execute("SELECT task_id FROM tasks WHERE verdict_type IS NOT NULL").fetchone()
-        task = q.get_task(conn, TASKS, row["task_id"])
-        assert task is not None
-        assert task["verdict_type"] == "approve"
-        assert isinstance(task["extra"], dict) and isinstance(task["reward"], int)
+        row = conn.execute(
+            "SELECT task_id, reward FROM tasks WHERE verdict_type IS NOT NULL"
+        ).fetchone()
+        text = subjects.detail(conn, "tasks", TASKS, row["task_id"], contract_name="tm")
+        assert text is not None
+        task = json.loads(text)
+        assert task["verdict_type"] == "approve" and task["contract_name"] == "tm"
+        assert isinstance(task["extra"], dict) and task["reward"] == row["reward"]
+        assert "verification" not in task and "contract_paused" not in task
 
 
 class TestAggregates:

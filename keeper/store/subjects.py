@@ -1,0 +1,354 @@
+"""Jobs and tasks as the API serves them: one declaration per table, list pages, one subject.
+
+Each projection table is declared once (:data:`SUBJECTS`): its served
+fields, its parties and its status labels. A row's wire
+object is one SQL ``json_object`` generated from that declaration
+(:func:`wire_object`) and evaluated by SQLite, for a list page and for a
+single subject alike, so there is one row mapping per table. Amounts are
+stored as exact decimal text and are served as that text, never through a
+number (JSON numbers lose precision past 2**53); only the refund of a partly
+settled job is a subtraction, exact on Python ints.
+
+Lists use keyset pagination on ``(created_block, contract, id)`` newest
+first. A page returns the key of its last row (:data:`PageKey`) when
+another page follows, and takes the previous one's as ``after``: the key
+travels as a tuple; only the API turns it into its opaque cursor
+(:mod:`keeper.api.params`). Pages stay stable while the indexer writes.
+
+Inputs are trusted: the API validates statuses and addresses before it
+calls here. Party columns are checked against the declaration because they
+are written into the SQL.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from keeper.domain.model import JobStatus, TaskStatus, VerdictType
+from keeper.store.queries import latest_pause
+
+__all__ = [
+    "MAX_LIMIT",
+    "SUBJECTS",
+    "DetailParts",
+    "Kind",
+    "Page",
+    "PageKey",
+    "Subjects",
+    "detail",
+    "detail_statement",
+    "list_page",
+    "present_parts",
+    "verification_of",
+    "wire_object",
+]
+
+Kind = Literal["jobs", "tasks"]
+# (created_block, contract, subject id) of a page's last row
+PageKey = tuple[int, str, str]
+# Pages are served from one read transaction; 500 rows keep a response small
+# enough for a status page and a scrape-like client to parse quickly.
+MAX_LIMIT: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """The read side of one projection table.
+
+    ``fields`` are the served keys in wire order, ``booleans`` the 0/1 ones
+    among them, ``derived`` those computed from other columns (SQL
+    expressions). Amount columns need no entry: they are served as stored.
+    """
+
+    kind: Kind
+    id_col: str
+    parties: tuple[str, ...]
+    statuses: tuple[str, ...]
+    fields: tuple[str, ...]
+    booleans: tuple[str, ...] = ()
+    derived: Mapping[str, str] | None = None
+
+
+_VERDICT_NAMES: Final = " ".join(f"WHEN {v.value} THEN '{v.name.lower()}'" for v in VerdictType)
+# The refund claimRefund would pay now. Only a partly settled escrow needs the exact
+# subtraction of the SQLite function keeper.store.db registers: a call into Python per
+# row, which takes the GIL back from the indexer each time.
+_REFUNDABLE: Final = (
+    "CASE WHEN status NOT IN ('funded', 'submitted') THEN '0' WHEN settled_amount = '0' "
+    "THEN budget ELSE refundable(status, budget, settled_amount) END"
+)
+_JOB_FIELDS: Final = (
+    "contract", "job_id", "status", "client", "provider", "evaluator", "hook", "token",
+    "budget", "funded_amount", "paid_amount", "refunded_amount", "expired_at", "submitted_at",
+    "deliverable", "reason", "description", "legacy", "verdict_event", "created_block",
+    "updated_block", "dialect", "settled_amount", "refundable_amount", "pending_claim_amount",
+    "payout_receiver",
+)  # fmt: skip
+_TASK_FIELDS: Final = (
+    "contract", "task_id", "status", "requester", "worker", "reward", "mode", "expiry_time",
+    "deliverable", "evaluator", "evaluator_stake", "evaluator_fee_bps", "evaluation_window",
+    "appeal_window", "dispute_resolver", "submitted_at", "evaluation_deadline", "evaluated_at",
+    "appeal_deadline", "verdict_type", "score", "evidence_hash", "paid_amount",
+    "refunded_amount", "created_block", "updated_block", "extra",
+)  # fmt: skip
+
+SUBJECTS: Final[Mapping[Kind, Subjects]] = {
+    "jobs": Subjects(
+        kind="jobs",
+        id_col="job_id",
+        parties=("client", "provider", "evaluator"),
+        statuses=tuple(s.label for s in JobStatus),
+        fields=_JOB_FIELDS,
+        booleans=("legacy",),
+        derived={"refundable_amount": _REFUNDABLE},
+    ),
+    "tasks": Subjects(
+        kind="tasks",
+        id_col="task_id",
+        parties=("requester", "worker", "evaluator"),
+        statuses=tuple(s.label for s in TaskStatus),
+        fields=_TASK_FIELDS,
+        derived={
+            "verdict_type": f"CASE verdict_type {_VERDICT_NAMES} END",
+            # stored as the string map it is served as
+            "extra": "json(extra_json)",
+        },
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list: its items' JSON texts joined by commas, their count, and the
+    key to pass as ``after`` for the next page (None on the last)."""
+
+    items: str
+    count: int
+    next_key: PageKey | None
+
+
+def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    """The SQL expression of a row's wire object, and the parameters of its ``?``.
+
+    Amounts are the stored decimal text as it is (their columns have TEXT
+    affinity, so SQLite keeps even a number written there as text), booleans
+    JSON booleans. With ``names`` (address -> configured name) the object ends with
+    ``contract_name``, None for an unnamed contract.
+    """
+    spec = SUBJECTS[kind]
+    derived = spec.derived or {}
+    parts = []
+    for name in spec.fields:
+        expr = derived.get(name, name)
+        if name in spec.booleans:
+            expr = f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"
+        parts.append(f"'{name}', {expr}")
+    params: list[str] = []
+    if names is not None:
+        contract_name = "NULL"
+        if names:
+            contract_name = "CASE contract" + " WHEN ? THEN ?" * len(names) + " END"
+            params = [v for address, name in names.items() for v in (address, name)]
+        parts.append(f"'contract_name', {contract_name}")
+    return f"json_object({', '.join(parts)})", params
+
+
+def _where(
+    spec: Subjects,
+    contract: str | None,
+    statuses: Sequence[str],
+    parties: Mapping[str, str],
+    after: PageKey | None,
+    chain_id: int | None,
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (with its parameters) of a list page."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if chain_id is not None:
+        clauses.append("chain_id = ?")
+        params.append(chain_id)
+    if contract is not None:
+        clauses.append("contract = ?")
+        params.append(contract.lower())
+    for column, value in parties.items():
+        if column not in spec.parties:
+            raise ValueError(f"unknown party {column!r}; expected one of {spec.parties}")
+        clauses.append(f"{column} = ?")
+        params.append(value.lower())
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        params.extend(statuses)
+    if after is not None:
+        clauses.append(f"(created_block, contract, {spec.id_col}) < (?, ?, ?)")
+        params.extend(after)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
+def list_page(
+    conn: sqlite3.Connection,
+    kind: Kind,
+    wire: tuple[str, Sequence[Any]],
+    *,
+    contract: str | None = None,
+    statuses: Sequence[str] = (),
+    parties: Mapping[str, str] | None = None,
+    limit: int = 50,
+    after: PageKey | None = None,
+    chain_id: int | None = None,
+) -> Page:
+    """Jobs or tasks newest first, filtered, each item the JSON text of ``wire``.
+
+    ``wire`` is :func:`wire_object`'s expression and parameters (or any
+    expression over the table's columns). The whole page and whether another
+    follows come back from one statement in one step: one consistent
+    snapshot, and one GIL release and reacquisition instead of one per row
+    (under the indexer's load each of those may wait for the GIL).
+    """
+    spec = SUBJECTS[kind]
+    expr, wire_params = wire
+    where, params = _where(spec, contract, statuses, parties or {}, after, chain_id)
+    limit = max(1, min(limit, MAX_LIMIT))
+    # one pass over the page's rows feeds both aggregates, so they see the rows in the
+    # same (page) order: the texts, and each row's key with the length of its text
+    row = conn.execute(
+        "SELECT group_concat(w, ','), json_group_array(json_array(b, c, i, length(w))) FROM "
+        f"(SELECT created_block AS b, contract AS c, {spec.id_col} AS i, {expr} AS w "
+        f"FROM {kind} {where} "
+        f"ORDER BY created_block DESC, contract DESC, {spec.id_col} DESC LIMIT ?)",
+        (*wire_params, *params, limit + 1),
+    ).fetchone()
+    items: str = row[0] or ""
+    keys: list[list[Any]] = json.loads(row[1])
+    next_key = None
+    if len(keys) > limit:  # the row past the page only says there is a next one
+        items = items[: len(items) - int(keys[limit][3]) - 1]
+        block, last_contract, last_id, _ = keys[limit - 1]
+        next_key = (int(block), str(last_contract), str(last_id))
+        keys = keys[:limit]
+    return Page(items, len(keys), next_key)
+
+
+_EVENT: Final = (
+    "json_object('name', name, 'variant', variant, 'block_number', block_number, "
+    "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
+    "'log_index', log_index, 'args', json(args_json))"
+)
+_INTENT: Final = (
+    "json_object('action', action, 'status', status, 'outcome', outcome, 'detail', detail, "
+    "'due_at', due_at, 'tx_hash', tx_hash, 'receipt_block', receipt_block, "
+    "'attempts', attempts)"
+)
+_VERIFICATION: Final = (
+    "json_object('status', status, 'failures', json(failures_json), "
+    "'report_digest', report_digest, 'document_digest', document_digest, "
+    "'revision_count', revision_count, 'event', json_object('name', event_name, "
+    "'tx_hash', tx_hash, 'block_number', block_number, 'log_index', log_index), "
+    "'attempts', attempts, 'next_retry_at', next_retry_at)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DetailParts:
+    """Which optional tables a detail reads: a component not migrated yet reads as empty."""
+
+    intents: bool = True
+    verification: bool = True
+
+
+@functools.cache
+def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
+    """The one statement building a subject's whole detail as JSON text.
+
+    Its named parameters are ``:contract``, ``:id``, ``:name`` (the configured
+    contract name, or NULL) and, ``by_chain``, ``:chain``. The object is the
+    row's :func:`wire_object` followed by ``events`` (chain order), ``intents``
+    (oldest first), for jobs ``contract_paused``, then ``contract_name`` and,
+    for jobs, ``verification`` (the latest, or null; null without a chain:
+    verifications are per chain). A scalar subquery's JSON is re-read with
+    ``json()``, which an enclosing ``json_object`` would otherwise take for text.
+    """
+    spec = SUBJECTS[kind]
+    chain = " AND chain_id = :chain" if by_chain else ""
+    row, _ = wire_object(kind)
+    extra = [
+        "'events', json((SELECT json_group_array(json(e)) FROM (SELECT "
+        f"{_EVENT} AS e FROM events WHERE contract = :contract AND subject = :id{chain} "
+        "ORDER BY chain_id, block_number, log_index)))",
+        "'intents', "
+        + (
+            f"json((SELECT json_group_array(json(i)) FROM (SELECT {_INTENT} AS i "
+            f"FROM keeper_intents WHERE contract = :contract AND subject = :id{chain} "
+            "ORDER BY id)))"
+            if parts.intents
+            else "json_array()"
+        ),
+    ]
+    if kind == "jobs":
+        paused = f"(SELECT name FROM ({latest_pause(by_chain)})) = 'Paused'"
+        extra.append(f"'contract_paused', json(CASE WHEN {paused} THEN 'true' ELSE 'false' END)")
+    extra.append("'contract_name', :name")
+    if kind == "jobs":
+        found = (
+            f"json((SELECT {_VERIFICATION} FROM verifications WHERE chain_id = :chain "
+            "AND contract = :contract AND job_id = :id))"
+        )
+        extra.append(f"'verification', {found if by_chain and parts.verification else 'NULL'}")
+    # the row's object is opened up so that the detail's keys follow its own
+    body = row.removeprefix("json_object(").removesuffix(")")
+    return (
+        f"SELECT json_object({body}, {', '.join(extra)}) FROM {kind} "
+        f"WHERE contract = :contract AND {spec.id_col} = :id{chain} ORDER BY chain_id LIMIT 1"
+    )
+
+
+def detail(
+    conn: sqlite3.Connection,
+    kind: Kind,
+    contract: str,
+    subject_id: str,
+    *,
+    chain_id: int | None = None,
+    contract_name: str | None = None,
+    parts: DetailParts = DetailParts(),
+) -> str | None:
+    """One job or task with its events, intents (and a job's verification), as JSON text.
+
+    None if it is not indexed. Without ``chain_id`` the lowest chain holding it answers.
+    """
+    params: dict[str, Any] = {"contract": contract.lower(), "id": subject_id.lower(),
+                              "name": contract_name, "chain": chain_id}  # fmt: skip
+    sql = detail_statement(kind, chain_id is not None, parts)
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else str(row[0])
+
+
+def present_parts(conn: sqlite3.Connection) -> DetailParts:
+    """The optional tables of a detail that this database has."""
+    names = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('keeper_intents', 'verifications')"
+        )
+    }
+    return DetailParts(intents="keeper_intents" in names, verification="verifications" in names)
+
+
+def verification_of(
+    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
+) -> dict[str, Any] | None:
+    """The latest verification of a job's verdict as the detail shows it; None if none."""
+    row = conn.execute(
+        f"SELECT {_VERIFICATION} FROM verifications "
+        "WHERE chain_id = ? AND contract = ? AND job_id = ?",
+        (chain_id, contract, job_id),
+    ).fetchone()
+    if row is None:
+        return None
+    found: dict[str, Any] = json.loads(row[0])
+    return found
