@@ -7,5 +7,6 @@ Pure parts decide: ``canonical`` (RFC 8785 bytes, keccak256 digests), ``document
 history chain). Edges act: ``sources`` (configured HTTP and directory
 fetches), ``verdict`` (one verdict end to end and the retry policy, no
 storage), ``evidence`` (task-market evidence), ``verifier`` (recording and the
-daemon's step over the index), ``submission`` (documents posted to the API), ``command`` (``keeper verify``).
+daemon's step over the index), ``submission`` (documents posted to the API),
+``command`` (``keeper verify``).
 """

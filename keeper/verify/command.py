@@ -31,7 +31,7 @@ from typing import Any, TextIO
 import aiohttp
 
 from keeper.config import load_config
-from keeper.domain.events import spec_for
+from keeper.domain.event_catalog import spec_for
 from keeper.domain.model import Log
 from keeper.domain.ranges import RangePolicy
 from keeper.domain.views import decode_view, encode_view

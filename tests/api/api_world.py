@@ -16,7 +16,8 @@ from typing import Any
 from eth_utils.crypto import keccak
 from support.abi_events import encode_event
 
-from keeper.domain.events import decode_logs, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Log, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.domain.reads import reads_for

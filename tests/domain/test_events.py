@@ -14,15 +14,8 @@ from support.abi_events import encode_event
 from web3 import Web3
 
 from keeper.devnet.anvil import DEV_KEYS
-from keeper.domain.events import (
-    EVENTS,
-    SPECS,
-    EventSpec,
-    decode_log,
-    decode_logs,
-    spec_for,
-    topic0_of,
-)
+from keeper.domain.event_catalog import EVENTS, SPECS, EventSpec, spec_for, topic0_of
+from keeper.domain.events import decode_log, decode_logs
 from keeper.domain.model import Log, Protocol
 
 CONTRACT = "0x" + "ab" * 20

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.abi_events import encode_event
 
-from keeper.domain.events import decode_log, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_log
 from keeper.domain.model import (
     ArgValue,
     ChainRead,

@@ -9,7 +9,8 @@ from typing import Any
 from eth_utils.crypto import keccak
 from support.abi_events import encode_event
 
-from keeper.domain.events import decode_logs, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_logs
 from keeper.domain.model import ArgValue, BlockHeader, ChainRead, Event, Log, Protocol
 from keeper.domain.reads import reads_for
 from keeper.store.index_store import Batch

@@ -11,7 +11,7 @@ from typing import Any
 
 from eth_abi.abi import encode
 
-from keeper.domain.events import EventSpec
+from keeper.domain.event_catalog import EventSpec
 
 
 def encode_event(spec: EventSpec, values: Mapping[str, Any]) -> tuple[tuple[str, ...], bytes]:
