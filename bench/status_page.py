@@ -32,7 +32,8 @@ from keeper.api.app import make_app
 from keeper.api.overview import RANGES, read_overview
 from keeper.api.reads import ApiReads
 from keeper.devnet.anvil import free_port
-from keeper.domain.events import decode_logs, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Log, Protocol
 from keeper.domain.planner import Action, ActionKind, PlannerConfig
 from keeper.domain.reads import reads_for

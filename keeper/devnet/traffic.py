@@ -7,8 +7,10 @@ belong to the keeper (claimRefund, finalizeVerdict, evaluatorTimeout, refundExpi
 left to the daemon, unless ``self_keep`` is set, when a fallback key performs them once
 they are due (used when no daemon runs, e.g. in tests and `keeper devnet --no-daemon`).
 
-Web3 calls are blocking; ``run`` drives ``step`` in a worker thread and never lets a
-cancellation abandon a step halfway through.
+The task-market scenarios are a mixin (``traffic_taskmarket``), as are those on the
+ERC8183.sol-shaped escrow (``traffic_erc8183``); roles, timing and dev-key addresses are
+in ``traffic_roles``. Web3 calls are blocking; ``run`` drives ``step`` in a worker thread
+and never lets a cancellation abandon a step halfway through.
 """
 
 from __future__ import annotations
@@ -19,10 +21,8 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
-from eth_account import Account
 from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractFunction
@@ -36,25 +36,34 @@ from keeper.devnet.deploy import Deployment, TxFailed, connect, send_call
 from keeper.devnet.evaluator_service import (
     SchemaEvalFixtures,
     VerdictBook,
-    keccak_hex,
     schemaeval_verdict,
     verdict_digest,
 )
 from keeper.devnet.traffic_erc8183 import ERC8183_SCENARIOS, ERC8183Traffic
-from keeper.domain.taskmodes import BOUNTY, CLAIM
+from keeper.devnet.traffic_roles import (
+    KEEPER_KEY,
+    USDC,
+    ZERO_ADDRESS,
+    Roles,
+    Timing,
+    address_of,
+)
+from keeper.devnet.traffic_taskmarket import TaskMarketTraffic
 from keeper.obs.logging import get_logger
 
-__all__ = ["KEEPER_KEY", "SCENARIOS", "Roles", "Timing", "TrafficGenerator", "address_of"]
+__all__ = [
+    "KEEPER_KEY",
+    "SCENARIOS",
+    "ZERO_ADDRESS",
+    "Roles",
+    "Timing",
+    "TrafficGenerator",
+    "address_of",
+]
 
 log = get_logger(__name__)
 
-# left for the daemon's keeper, so its nonces never race the traffic's
-KEEPER_KEY = DEV_KEYS[4]
-ZERO_ADDRESS = "0x" + "00" * 20
-USDC = 10**6
 GRACE_PERIOD = 3600  # AgenticCommerce.EVALUATION_GRACE_PERIOD
-EVALUATOR_STAKE = 5 * USDC
-EVALUATOR_FEE_BPS = 200
 STEP_DRAIN_TIMEOUT = 30.0  # seconds a cancelled run waits for its in-flight step
 
 SCENARIOS: tuple[str, ...] = (
@@ -91,33 +100,6 @@ if set(ERC8183_SCENARIOS) - set(SCENARIOS):  # pragma: no cover - caught at impo
     raise RuntimeError("an ERC8183 scenario is missing from the cycle")
 
 
-@dataclass(frozen=True)
-class Roles:
-    """Dev keys per role; DEV_KEYS[0] deploys, [4] is the daemon's, [9] the treasury."""
-
-    client: str = DEV_KEYS[1]
-    provider: str = DEV_KEYS[2]
-    evaluator: str = DEV_KEYS[3]
-    worker: str = DEV_KEYS[5]
-    resolver: str = DEV_KEYS[6]
-    fallback_keeper: str = DEV_KEYS[7]
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Wall and chain time. Chain seconds per wall second = warp / interval."""
-
-    interval: float = 0.5
-    warp: int = 30
-    job_ttl: int = 300
-    task_ttl: int = 300
-    evaluation_window: int = 120
-    appeal_window: int = 300  # the diamond refuses less (rev 21 minimum)
-    # on the requester-only market, how long after the evaluation deadline the requester
-    # gets round to timing the evaluator out itself
-    requester_patience: int = 240
-
-
 @dataclass(order=True)
 class _Due:
     at: int
@@ -126,13 +108,7 @@ class _Due:
     action: Callable[[], Any] = field(compare=False)
 
 
-@cache
-def address_of(key: str) -> str:
-    """Checksum address of a dev key (web3 wants checksums in calls)."""
-    return str(Account.from_key(key).address)
-
-
-class TrafficGenerator(ERC8183Traffic):
+class TrafficGenerator(ERC8183Traffic, TaskMarketTraffic):
     """Plays every party but the keeper on one deployment; ``step`` runs one scenario."""
 
     def __init__(
@@ -385,163 +361,3 @@ class TrafficGenerator(ERC8183Traffic):
     def _legacy_expire(self) -> None:
         job, expired_at = self._open_job(self.legacy, fund=True)
         self._refund_later(self.legacy, job, expired_at)
-
-    # ----- task market building blocks -----
-
-    def _new_task(
-        self, market: Contract, *, evaluator: bool, mode: str = CLAIM
-    ) -> tuple[bytes, int, int]:
-        """Create a task (with an evaluator, if told); (id, reward, expiryTime).
-
-        On the diamond the evaluator terms travel in createTask (EvaluatorAssigned is
-        emitted before TaskCreated) and the contract picks the id; the pre-7 contract takes
-        a caller-chosen id and a separate assignEvaluator.
-        """
-        r = self.roles
-        n = next(self._serial)
-        reward = (20 + n % 50) * USDC
-        terms = (
-            address_of(r.evaluator),
-            EVALUATOR_STAKE,
-            EVALUATOR_FEE_BPS,
-            self.timing.evaluation_window,
-            self.timing.appeal_window,
-            address_of(r.resolver),
-        )
-        if market is self.taskmarket:
-            no_terms = (ZERO_ADDRESS, 0, 0, 0, 0, ZERO_ADDRESS)
-            config = (reward, self.timing.task_ttl, bytes.fromhex(mode[2:]), 0, 0, b"\0" * 4)
-            fn = market.functions.createTask(
-                config, (False, 0), ([], b""), (b"\0" * 32, "", []),
-                terms if evaluator else no_terms,
-            )  # fmt: skip
-            (event,) = market.events.TaskCreated().process_receipt(
-                self._act(r.client, fn), errors=DISCARD
-            )
-            return bytes(event["args"]["taskId"]), reward, int(event["args"]["expiryTime"])
-        task = bytes.fromhex(keccak_hex(f"devnet-task-{market.address}-{n}".encode())[2:])
-        expiry = self.control.timestamp() + self.timing.task_ttl
-        self._send(r.client, market.functions.createTask(task, reward, expiry, b"eval"))
-        if evaluator:
-            self._send(r.client, market.functions.assignEvaluator(task, *terms))
-        return task, reward, expiry
-
-    def _work(self, market: Contract, task: bytes) -> tuple[bytes, int]:
-        """The worker claims and submits; returns (deliverable, submittedAt)."""
-        claim = (
-            market.functions.claimTask(task, 0)
-            if market is self.taskmarket
-            else market.functions.claimTask(task)
-        )
-        self._act(self.roles.worker, claim)
-        content = self.fixtures.complete
-        deliverable = bytes.fromhex(self.book.publish_content(content)[2:])
-        receipt = self._act(self.roles.worker, market.functions.submitWork(task, deliverable))
-        return deliverable, self._block_time(receipt)
-
-    def _award(self, reward: int) -> list[tuple[str, int, int]]:
-        fee = reward * EVALUATOR_FEE_BPS // 10_000
-        return [(address_of(self.roles.worker), reward - fee, 1)]
-
-    def _evaluate(self, market: Contract, task: bytes, verdict: int, awards: list[Any]) -> int:
-        evidence = bytes.fromhex(keccak_hex(task + bytes([verdict]))[2:])
-        fn = market.functions.evaluate(task, verdict, 90, 80, evidence, awards)
-        return self._block_time(self._act(self.roles.evaluator, fn))
-
-    def _refund_task_later(self, market: Contract, task: bytes, at: int) -> None:
-        fn = (
-            market.functions.refundExpired(task, 0)
-            if market is self.taskmarket
-            else market.functions.refundExpired(task)
-        )
-        self._later(
-            at, "refund_expired", lambda: self._send(self.roles.fallback_keeper, fn), keeper=True
-        )
-
-    # ----- task market scenarios -----
-
-    def _task_finalize(self) -> None:
-        """APPROVE verdict; the appeal window runs out and the keeper finalizes."""
-        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
-        self._work(self.taskmarket, task)
-        evaluated_at = self._evaluate(self.taskmarket, task, 0, self._award(reward))
-        fn = self.taskmarket.functions.finalizeVerdict(task)
-        self._later(
-            evaluated_at + self.timing.appeal_window,
-            "finalize_verdict",
-            lambda: self._send(self.roles.fallback_keeper, fn),
-            keeper=True,
-        )
-
-    def _task_appeal(self) -> None:
-        """REJECT verdict; the worker appeals and the resolver awards the reward."""
-        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
-        self._work(self.taskmarket, task)
-        self._evaluate(self.taskmarket, task, 1, [])
-        self._act(self.roles.worker, self.taskmarket.functions.appeal(task))
-        self._act(
-            self.roles.resolver,
-            self.taskmarket.functions.resolveDispute(task, 0, self._award(reward)),
-        )
-
-    def _task_timeout(self) -> None:
-        """The evaluator never answers; on the pre-7 contract anyone may time it out."""
-        task, _, _ = self._new_task(self.legacy_tm, evaluator=True)
-        _, submitted_at = self._work(self.legacy_tm, task)
-        fn = self.legacy_tm.functions.evaluatorTimeout(task)
-        self._later(
-            submitted_at + self.timing.evaluation_window + 1,
-            "evaluator_timeout",
-            lambda: self._send(self.roles.fallback_keeper, fn),
-            keeper=True,
-        )
-
-    def _task_timeout_requester(self) -> None:
-        """On the diamond only the requester (through the forwarder) may time the evaluator
-        out: the keeper is refused (not_permitted, once); the requester acts, late."""
-        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
-        _, submitted_at = self._work(self.taskmarket, task)
-        fn = self.taskmarket.functions.evaluatorTimeout(task)
-        due = submitted_at + self.timing.evaluation_window + 1 + self.timing.requester_patience
-        self._later(
-            due, "requester_timeout", lambda: self._act(self.roles.client, fn), keeper=False
-        )
-
-    def _task_expire(self) -> None:
-        """Nobody claims it; refundable one second after expiryTime."""
-        task, _, expiry = self._new_task(self.taskmarket, evaluator=False)
-        self._refund_task_later(self.taskmarket, task, expiry + 1)
-
-    def _legacy_task_expire(self) -> None:
-        """The same on the pre-7 contract: five-argument TaskCreated, refundExpired(bytes32)."""
-        task, _, expiry = self._new_task(self.legacy_tm, evaluator=False)
-        self._refund_task_later(self.legacy_tm, task, expiry + 1)
-
-    def _task_update(self) -> None:
-        """The requester raises the reward and moves the expiry out (TaskUpdated)."""
-        task, reward, expiry = self._new_task(self.taskmarket, evaluator=False)
-        later = expiry + self.timing.task_ttl
-        fn = self.taskmarket.functions.updateTask(task, reward + USDC, later, 0, 0)
-        self._act(self.roles.client, fn)
-        self._refund_task_later(self.taskmarket, task, later + 1)
-
-    def _task_bounty(self) -> None:
-        """A Bounty: two submissions keep it Open; the requester rejects one and accepts the
-        other (no refund is ever due while submissions are active)."""
-        task, _, _ = self._new_task(self.taskmarket, evaluator=False, mode=BOUNTY)
-        content = self.fixtures.complete
-        deliverable = bytes.fromhex(self.book.publish_content(content)[2:])
-        worker, other = address_of(self.roles.worker), address_of(self.roles.provider)
-        self._act(self.roles.worker, self.taskmarket.functions.submitWork(task, deliverable))
-        self._act(self.roles.provider, self.taskmarket.functions.submitWork(task, deliverable))
-        self._act(self.roles.client, self.taskmarket.functions.rejectSubmission(task, other))
-        fn = self.taskmarket.functions.acceptSubmission(task, worker, deliverable, 0)
-        self._act(self.roles.client, fn)
-
-    def _task_accept(self) -> None:
-        """No evaluator: the requester accepts the submission itself."""
-        task, _, _ = self._new_task(self.taskmarket, evaluator=False)
-        deliverable, _ = self._work(self.taskmarket, task)
-        worker = address_of(self.roles.worker)
-        fn = self.taskmarket.functions.acceptSubmission(task, worker, deliverable, 0)
-        self._act(self.roles.client, fn)

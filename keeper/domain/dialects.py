@@ -5,7 +5,7 @@ concerned: which function signature each keeper action calls (and where each arg
 comes from), and which signatures a contract must (and must not) answer to be that
 dialect. Each protocol has one ``ProtocolTable`` (``keeper.domain.dialects_taskmarket``,
 ``keeper.domain.dialects_erc8183``) listing its dialects, its event shapes (by topic0,
-from ``keeper.domain.events``) and its custom errors by selector with an outcome class,
+from ``keeper.domain.event_catalog``) and its custom errors by selector with an outcome class,
 so a reviewer can hold one table against upstream instead of chasing branches through
 the code. ``keeper.domain.protocols`` holds the registry of both.
 
@@ -23,7 +23,7 @@ from typing import Final
 from eth_abi.abi import decode, encode
 from eth_utils.crypto import keccak
 
-from keeper.domain.events import SPECS, EventSpec
+from keeper.domain.event_catalog import SPECS, EventSpec
 from keeper.domain.model import Protocol
 from keeper.domain.planner import Action, ActionKind
 

@@ -12,7 +12,7 @@ The keeper calls one function, ``claimRefund``. Dialects as deployed today:
 
 AgenticCommerce and LegacyACP share the keeper call; they are told apart by
 ``setProvider``'s shape so status and metrics say which one is deployed. ERC8183 is told
-from both by which ``claimRefund`` answers. Event shapes are in ``keeper.domain.events``.
+from both by which ``claimRefund`` answers. Event shapes are in ``keeper.domain.event_catalog``.
 
 ``JOB_RULES`` maps each dialect to the deadline rules the planner applies to its jobs
 (``JobState.dialect``): the grace period of a Submitted job runs from ``submittedAt`` in

@@ -14,7 +14,7 @@ diamond: the keeper's simulation gets ``NotTrustedForwarder()``, which ends that
 ``not_permitted`` once, and the task falls through to ``refundExpired`` after expiry.
 
 Event shapes (both ``TaskCreated`` shapes, ``TaskUpdated``, the known-but-unused ones)
-are in ``keeper.domain.events``; revisions and what the daemon does with each are in
+are in ``keeper.domain.event_catalog``; revisions and what the daemon does with each are in
 ``docs/protocols.md``.
 """
 

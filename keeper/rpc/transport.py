@@ -10,7 +10,8 @@ subclass, for the caller to act on.
 
 A garbage answer (non-JSON, truncated, wrong id, no result, a null where a
 value is required, a result failing its validator) is a transient fault of
-that endpoint, so the retry lands elsewhere when there is an elsewhere.
+that endpoint, so the retry lands elsewhere when there is an elsewhere
+(``keeper.rpc.replies`` reads and checks the replies).
 """
 
 from __future__ import annotations
@@ -41,10 +42,16 @@ from keeper.rpc.config import EndpointConfig, scrub
 from keeper.rpc.errors import RpcError, error_for
 from keeper.rpc.health import EndpointHealth, endpoint_fault, rank, seconds_until_available
 from keeper.rpc.observer import NullObserver, RpcObserver
-from keeper.rpc.validate import InvalidResponse
+from keeper.rpc.replies import (
+    BadReply,
+    Parser,
+    error_member,
+    item_result,
+    read_capped,
+    reply_result,
+)
 
 T = TypeVar("T")
-Parser = Callable[[Any], T]
 
 log = get_logger(__name__)
 
@@ -52,8 +59,6 @@ log = get_logger(__name__)
 DEFAULT_MAX_BATCH: Final = 100
 # A reply bigger than this is a broken or hostile endpoint, not data we want in memory.
 DEFAULT_MAX_BODY: Final = 256 * 1024 * 1024
-# Error bodies are only read for their message; more than this is noise.
-_ERROR_BODY_LIMIT: Final = 2_000
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -245,7 +250,7 @@ class JsonRpcTransport:
                 async with session.post(ep.config.url, json=body) as resp:
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
-                    raw = await _read_capped(resp, self._max_body)
+                    raw = await read_capped(resp, self._max_body)
             except TimeoutError:
                 failure = RpcFailure("timeout", f"no answer within {self._timeout}s")
                 raise self._fail(ep, method, failure, started) from None
@@ -259,7 +264,7 @@ class JsonRpcTransport:
             failure = RpcFailure("transient", f"reply larger than {self._max_body} bytes")
             raise self._fail(ep, method, failure, started)
         if status != 200:
-            failure = classify(status, _error_member(raw), retry_after_header=retry_after)
+            failure = classify(status, error_member(raw), retry_after_header=retry_after)
             raise self._fail(ep, method, failure, started)
         try:
             return json.loads(raw), started
@@ -277,31 +282,11 @@ class JsonRpcTransport:
         parse: Parser[T] | None,
         started: float,
     ) -> Any:
-        """Extract and check one reply object's result; raises the classified error."""
-        if not isinstance(reply, Mapping) or reply.get("id") != expected_id:
-            failure = RpcFailure("transient", "reply is not a JSON-RPC object for our request id")
-            raise self._fail(ep, method, failure, started)
-        error = reply.get("error")
-        if error is not None:
-            raise self._fail(
-                ep,
-                method,
-                classify(200, error if isinstance(error, Mapping) else str(error)),
-                started,
-            )
-        if "result" not in reply:
-            raise self._fail(ep, method, RpcFailure("transient", "reply has no result"), started)
-        result = reply["result"]
-        if result is None and not nullable:
-            raise self._fail(ep, method, RpcFailure("transient", "null result"), started)
-        if parse is not None and result is not None:
-            try:
-                result = parse(result)
-            except InvalidResponse as exc:
-                raise self._fail(
-                    ep, method, RpcFailure("transient", f"invalid result: {exc}"), started
-                ) from None
-        return result
+        """One reply object's checked result; a bad reply counts against the endpoint."""
+        try:
+            return reply_result(reply, expected_id, nullable, parse)
+        except BadReply as exc:
+            raise self._fail(ep, method, exc.failure, started) from None
 
     # --- public primitives -----------------------------------------------------
 
@@ -492,55 +477,10 @@ class JsonRpcTransport:
         parse: Parser[Any] | None,
     ) -> Any:
         """A batch item's value, or raise its error; health is recorded per batch, not per item."""
-        error = item.get("error")
-        if error is not None:
-            failure = classify(200, error if isinstance(error, Mapping) else str(error))
-            failure = dataclasses.replace(failure, message=scrub(failure.message, self._secrets))
-            raise error_for(failure, method=method, endpoint=ep.config.name)
-        if "result" not in item or (item["result"] is None and not nullable):
-            raise error_for(
-                RpcFailure("transient", "missing or null result"),
-                method=method,
-                endpoint=ep.config.name,
+        try:
+            return item_result(item, nullable, parse)
+        except BadReply as exc:
+            failure = dataclasses.replace(
+                exc.failure, message=scrub(exc.failure.message, self._secrets)
             )
-        result = item["result"]
-        if parse is not None and result is not None:
-            try:
-                return parse(result)
-            except InvalidResponse as exc:
-                raise error_for(
-                    RpcFailure("transient", f"invalid result: {exc}"),
-                    method=method,
-                    endpoint=ep.config.name,
-                ) from None
-        return result
-
-
-async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it exceeds ``limit`` bytes."""
-    if resp.content_length is not None and resp.content_length > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_chunked(1 << 16):
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _error_member(raw: bytes) -> Mapping[str, Any] | str:
-    """The JSON-RPC ``error`` of a non-200 reply if it has one, else a text snippet."""
-    text = raw[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")
-    try:
-        decoded = json.loads(raw)
-    except ValueError:
-        return text
-    if isinstance(decoded, Mapping):
-        err = decoded.get("error")
-        if isinstance(err, Mapping):
-            return err
-        if isinstance(err, str):
-            return err
-    return text
+            raise error_for(failure, method=method, endpoint=ep.config.name) from None

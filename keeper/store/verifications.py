@@ -160,23 +160,6 @@ def get_verification(
     return VerificationRow(*row) if row is not None else None
 
 
-def list_verifications(
-    conn: sqlite3.Connection, chain_id: int, *, status: str | None = None, limit: int = 100
-) -> list[VerificationRow]:
-    """Latest verifications of a chain, newest verdict first, optionally of one status."""
-    where = "chain_id = ?"
-    params: list[object] = [chain_id]
-    if status is not None:
-        where += " AND status = ?"
-        params.append(status)
-    rows = conn.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM verifications WHERE {where} "
-        "ORDER BY block_number DESC, log_index DESC LIMIT ?",
-        (*params, limit),
-    ).fetchall()
-    return [VerificationRow(*r) for r in rows]
-
-
 def due_for_retry(
     conn: sqlite3.Connection, chain_id: int, now: int, limit: int = 100
 ) -> list[VerificationRow]:
@@ -273,17 +256,6 @@ def delete_orphans(conn: sqlite3.Connection) -> int:
             "DELETE FROM verifications WHERE NOT EXISTS (SELECT 1 FROM events e "
             "WHERE e.chain_id = verifications.chain_id AND e.block_hash = verifications.block_hash "
             "AND e.log_index = verifications.log_index)"
-        ).rowcount
-        _delete_unowned_history(conn)
-    return int(deleted)
-
-
-def delete_above_block(conn: sqlite3.Connection, chain_id: int, block_number: int) -> int:
-    """Drop verifications of verdicts in blocks above ``block_number`` (a reorg's fork point)."""
-    with _write(conn):
-        deleted = conn.execute(
-            "DELETE FROM verifications WHERE chain_id = ? AND block_number > ?",
-            (chain_id, block_number),
         ).rowcount
         _delete_unowned_history(conn)
     return int(deleted)

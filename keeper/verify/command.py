@@ -31,7 +31,7 @@ from typing import Any, TextIO
 import aiohttp
 
 from keeper.config import load_config
-from keeper.domain.events import spec_for
+from keeper.domain.event_catalog import spec_for
 from keeper.domain.model import Log
 from keeper.domain.ranges import RangePolicy
 from keeper.domain.views import decode_view, encode_view
@@ -46,13 +46,8 @@ from keeper.verify.configured import build_verifier
 from keeper.verify.failures import exit_code
 from keeper.verify.report import ChainRef, Report, stored_report, validate_history
 from keeper.verify.sources import Source
-from keeper.verify.verifier import (
-    Outcome,
-    Verdict,
-    Verifier,
-    verdict_from_index,
-    verify_verdict,
-)
+from keeper.verify.verdict import Outcome, Verdict, Verifier, verify_verdict
+from keeper.verify.verifier import verdict_from_index
 
 EXIT_USAGE = 2
 EXIT_UNDETERMINED = 3

@@ -25,7 +25,7 @@ from keeper.verify.sources import (
     Source,
 )
 from keeper.verify.submission import StoredDocumentSource
-from keeper.verify.verifier import RetryPolicy, Verifier
+from keeper.verify.verdict import RetryPolicy, Verifier
 
 
 def verdict_source(cfg: SourceConfig) -> Source:

@@ -21,7 +21,7 @@ from keeper.verify.document import InvalidDocument, extract_document
 from keeper.verify.failures import Failure, FailureCode, derive_status
 from keeper.verify.report import ChainRef, Report, build_report
 from keeper.verify.sources import FetchContext, Fetched, SourceFailure
-from keeper.verify.verifier import Outcome, Verifier
+from keeper.verify.verdict import Outcome, Verifier
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from keeper.errors import RetryableError
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT = 10.0  # seconds; validating a 1 MiB document against a 4 KB schema takes < 1 s
+DEFAULT_TIMEOUT = 10.0  # seconds; far beyond what validating any legitimate document takes
 DEFAULT_MEMORY = 1 << 30  # bytes of address space for the worker: a 1 MiB document needs far less
 # How often a waiting caller checks that the worker is still alive.
 POLL_SECONDS = 0.05

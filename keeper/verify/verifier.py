@@ -1,194 +1,67 @@
-"""Verify one verdict end to end: fetch, check, re-run, report, and (optionally) record.
+"""Verify and record: the daemon's verification step over the index.
 
-Sources are tried in their configured order. The first document whose digest
-equals the on-chain reason wins, since the chain names exactly one document;
-when none does, the first wrong document is reported (tampered, unreadable or
-over the size limit: a bad source must not hide behind "unavailable"), and
-only when no source has anything is the verdict ``unavailable``. Deliverable content is fetched
-only when a deterministic evaluator will be re-run; content matching the
-on-chain hash is preferred, else the first content found is judged as is.
-The re-run executes in the verifier's ``Sandbox`` when it has one (the daemon
-and ``keeper verify`` do), so a hostile schema costs a bounded time and memory.
-
-``unavailable`` is retried with exponential backoff until a horizon measured
-from the first attempt (``next_retry_at``, pure); every other status is final
-until something changes (a new release of the checks, a new source).
+ERC-8183 verdicts (``JobCompleted``/``JobRejected``) get the full check
+pipeline (``keeper.verify.verdict``); task-market verdicts (the latest
+``TaskEvaluated`` with an evidence hash) get their evidence document checked
+(``keeper.verify.evidence``). Call ``verify_pending`` after each committed
+batch and periodically for retries; after a reorg's rollback call
+``keeper.store.verifications.delete_orphans`` first. A changed outcome appends
+a report revision; a repeat only reschedules.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 from keeper.store import verifications as store
-from keeper.verify.canonical import JsonValue, keccak_hex
-from keeper.verify.checks import (
-    CheckConfig,
-    DocumentCheck,
-    VerdictFacts,
-    check_document,
-    check_reexecution,
-    github_target,
-    needs_content,
+from keeper.verify.checks import VerdictFacts
+from keeper.verify.evidence import chain_from_task, verify_evidence
+from keeper.verify.failures import Failure, Status
+from keeper.verify.report import ChainRef, Report, same_outcome, stored_report
+from keeper.verify.verdict import (
+    Outcome,
+    RetryPolicy,
+    Verdict,
+    Verifier,
+    next_retry_at,
+    verify_verdict,
 )
-from keeper.verify.failures import Failure, FailureCode, Status, derive_status
-from keeper.verify.github_api import GitHubClient
-from keeper.verify.github_rerun import rerun as github_rerun
-from keeper.verify.report import ChainRef, Report, build_report, same_outcome, stored_report
-from keeper.verify.sandbox import Sandbox, SandboxFault, SandboxTimeout
-from keeper.verify.sources import FetchContext, Fetched, Problem, Source, SourceFailure
+
+TASK_EVENT = "TaskEvaluated"
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Backoff for unavailable documents: 1 min doubling to 1 h, for at most a day."""
-
-    base: int = 60  # evaluators publish within seconds of the tx; a minute avoids hammering
-    cap: int = 3600  # an hour between tries keeps a long outage cheap
-    horizon: int = 86_400  # after a day without a document, the verdict stays unavailable
-
-
-def next_retry_at(
-    attempts: int,
-    now: int,
-    *,
-    first_attempt_at: int | None = None,
-    policy: RetryPolicy = RetryPolicy(),
-) -> int | None:
-    """When to try again after ``attempts`` failed tries, or None once past the horizon."""
-    if attempts < 1:
-        return now
-    delay = min(policy.cap, policy.base * 2 ** min(attempts - 1, 32))
-    start = now if first_attempt_at is None else first_attempt_at
-    at = now + delay
-    return at if at - start <= policy.horizon else None
+async def verify_pending(
+    conn: sqlite3.Connection, chain_id: int, verifier: Verifier, now: int, limit: int = 50
+) -> int:
+    """Verify newly indexed verdicts and the retries that are due; returns how many ran."""
+    jobs = store.pending_verdicts(conn, chain_id, limit)
+    tasks = store.pending_task_verdicts(conn, chain_id, limit)
+    for due in store.due_for_retry(conn, chain_id, now, limit):
+        if due.event_name == TASK_EVENT:
+            task = store.indexed_task_verdict(conn, chain_id, due.contract, due.job_id)
+            tasks.extend([task] if task is not None else [])
+        else:
+            job = store.indexed_verdict(conn, chain_id, due.contract, due.job_id)
+            jobs.extend([job] if job is not None else [])
+    for job in jobs:
+        await verify_and_record(conn, verdict_from_index(job), verifier, now)
+    for task in tasks:
+        await verify_task_and_record(conn, task, verifier, now)
+    return len(jobs) + len(tasks)
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """One on-chain verdict to verify: where it is on chain and what the chain says."""
+async def verify_task_and_record(
+    conn: sqlite3.Connection, task: store.IndexedTaskVerdict, verifier: Verifier, now: int
+) -> store.VerificationRow:
+    """Check a task verdict's evidence document and store the result."""
+    chain = chain_from_task(task)
 
-    chain: ChainRef
-    facts: VerdictFacts
+    async def run(parent: Report | None) -> Outcome:
+        return await verify_evidence(chain, verifier, parent=parent)
 
-
-@dataclass(frozen=True, slots=True)
-class Verifier:
-    sources: Sequence[Source]
-    content_sources: Sequence[Source] = ()
-    checks: CheckConfig = field(default_factory=CheckConfig)
-    policy: RetryPolicy = field(default_factory=RetryPolicy)
-    # where evaluator re-runs execute; None runs them inline (trusted inputs, tests)
-    sandbox: Sandbox | None = None
-    # GitHub's API for GitHubEval's online steps; None leaves them not_reproducible
-    github: GitHubClient | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    report: Report
-    failures: tuple[Failure, ...]
-    document: bytes | None  # canonical bytes of the checked document, when it parsed
-    document_digest: str | None
-    source: str | None  # label of the source the checked document came from
-    source_failures: tuple[SourceFailure, ...]
-
-    @property
-    def status(self) -> Status:
-        return self.report.status
-
-
-async def verify_verdict(
-    verdict: Verdict, verifier: Verifier, *, parent: Report | None = None
-) -> Outcome:
-    """Fetch, check and report one verdict (no storage; ``parent`` links the report chain)."""
-    facts = verdict.facts
-    ctx = FetchContext(
-        chain_id=verdict.chain.chain_id,
-        contract=verdict.chain.contract,
-        job_id=facts.job_id,
-        reason=facts.reason,
-        hash=facts.deliverable or "",
-    )
-    doc, source, problems = await _find_document(verifier, ctx, facts)
-    failures = list(doc.failures)
-    if doc.passed and doc.document is not None:
-        content = None
-        if needs_content(facts, verifier.checks):
-            content, content_problems = await fetch_content(verifier.content_sources, ctx)
-            problems.extend(content_problems)
-        failures = await _reexecute(verifier, doc.document, facts, content)
-        target = github_target(doc.document, facts, verifier.checks, content)
-        if verifier.github is not None and target is not None:
-            failures = await github_rerun(verifier.github, target, facts.block_time)
-    status = derive_status(failures)
-    report = build_report(verdict.chain, status, failures, doc.digest, parent=parent, source=source)
-    return Outcome(report, tuple(failures), doc.canonical, doc.digest, source, tuple(problems))
-
-
-async def _reexecute(
-    verifier: Verifier, document: dict[str, JsonValue], facts: VerdictFacts, content: bytes | None
-) -> list[Failure]:
-    if verifier.sandbox is None:
-        return check_reexecution(document, facts, verifier.checks, content)
-    try:
-        return await verifier.sandbox.call(
-            check_reexecution, document, facts, verifier.checks, content
-        )
-    except (SandboxTimeout, SandboxFault) as exc:
-        return [Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", f"re-run stopped: {exc}")]
-    except MemoryError:
-        return [Failure(FailureCode.NOT_REPRODUCIBLE, "/esito", "re-run ran out of memory")]
-
-
-async def fetch_content(
-    sources: Sequence[Source], ctx: FetchContext
-) -> tuple[bytes | None, list[SourceFailure]]:
-    """The deliverable's bytes: the first that hash to ``ctx.hash``, else the first found."""
-    problems: list[SourceFailure] = []
-    fallback: bytes | None = None
-    for source in sources:
-        result = await source.fetch(ctx)
-        if isinstance(result, SourceFailure):
-            problems.append(result)
-            continue
-        if keccak_hex(result.body) == ctx.hash:
-            return result.body, problems
-        fallback = result.body if fallback is None else fallback
-    return fallback, problems
-
-
-async def _find_document(
-    verifier: Verifier, ctx: FetchContext, facts: VerdictFacts
-) -> tuple[DocumentCheck, str | None, list[SourceFailure]]:
-    problems: list[SourceFailure] = []
-    first_wrong: tuple[DocumentCheck, str] | None = None
-    for source in verifier.sources:
-        result = await source.fetch(ctx)
-        if isinstance(result, SourceFailure):
-            problems.append(result)
-            if result.problem is Problem.TOO_LARGE and first_wrong is None:
-                # an answer too big to be a verdict is a bad document, not a missing one
-                too_large = Failure(FailureCode.INVALID_DOCUMENT, "", "document exceeds size limit")
-                first_wrong = (DocumentCheck((too_large,)), result.source)
-            continue
-        checked = _check(result, facts, verifier.checks)
-        if checked.digest == facts.reason:
-            return checked, result.source, problems
-        unavailable = any(f.code is FailureCode.UNAVAILABLE for f in checked.failures)
-        if not unavailable and first_wrong is None:
-            first_wrong = (checked, result.source)
-    if first_wrong is not None:
-        return first_wrong[0], first_wrong[1], problems
-    return check_document(None, facts, verifier.checks), None, problems
-
-
-def _check(result: Fetched, facts: VerdictFacts, checks: CheckConfig) -> DocumentCheck:
-    return check_document(result.body, facts, checks, result.pointer)
+    return await record_verification(conn, chain, run, verifier.policy, now)
 
 
 async def verify_and_record(
@@ -275,37 +148,6 @@ def verdict_from_index(row: store.IndexedVerdict) -> Verdict:
         evaluator=facts.evaluator,
     )
     return Verdict(chain, facts)
-
-
-async def verify_pending(
-    conn: sqlite3.Connection, chain_id: int, verifier: Verifier, now: int, limit: int = 50
-) -> int:
-    """The daemon's step over the index; see ``keeper.verify.pending.verify_pending``."""
-    from keeper.verify.pending import verify_pending as step  # pending imports this module
-
-    return await step(conn, chain_id, verifier, now, limit)
-
-
-async def verify_with_retries(
-    verdict: Verdict,
-    verifier: Verifier,
-    *,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> Outcome:
-    """Verify, retrying while unavailable per the policy (for one-shot use without a database)."""
-    first = int(clock())
-    attempts = 0
-    while True:
-        outcome = await verify_verdict(verdict, verifier)
-        attempts += 1
-        if outcome.status is not Status.UNAVAILABLE:
-            return outcome
-        now = int(clock())
-        at = next_retry_at(attempts, now, first_attempt_at=first, policy=verifier.policy)
-        if at is None:
-            return outcome
-        await sleep(max(0, at - now))
 
 
 def failures_json(failures: Sequence[Failure]) -> str:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eth_abi.abi import encode
 from eth_utils.crypto import keccak
+from support.abi_events import encode_event
 
-from keeper.domain.events import decode_logs, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Log, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.domain.reads import reads_for
@@ -82,25 +83,10 @@ class _Chain:
 
     def emit(self, contract: str, name: str, values: dict[str, Any]) -> None:
         header = self.blocks[-1]
-        spec = spec_for(name)
-        topics = [spec.topic0]
-        types: list[str] = []
-        plain: list[Any] = []
-        for arg, typ, indexed in spec.inputs:
-            v = values[arg]
-            if typ in ("bytes32", "bytes4") and isinstance(v, str):
-                v = bytes.fromhex(v[2:])
-            if indexed:
-                topics.append("0x" + encode([typ], [v]).hex())
-            else:
-                types.append(typ)
-                plain.append(v)
+        topics, data = encode_event(spec_for(name), values)
         index = sum(1 for log in self.logs if log.block_number == header.number)
         tx = "0x" + keccak(text=f"{header.hash}:{index}").hex()
-        self.logs.append(
-            Log(contract, tuple(topics), encode(types, plain), header.number, header.hash, tx,
-                index, index)
-        )  # fmt: skip
+        self.logs.append(Log(contract, topics, data, header.number, header.hash, tx, index, index))
 
 
 def _job_story(chain: _Chain, world: World, job: int) -> None:

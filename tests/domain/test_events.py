@@ -10,18 +10,12 @@ import pytest
 from eth_abi.abi import encode
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.abi_events import encode_event
 from web3 import Web3
 
 from keeper.devnet.anvil import DEV_KEYS
-from keeper.domain.events import (
-    EVENTS,
-    SPECS,
-    EventSpec,
-    decode_log,
-    decode_logs,
-    spec_for,
-    topic0_of,
-)
+from keeper.domain.event_catalog import EVENTS, SPECS, EventSpec, spec_for, topic0_of
+from keeper.domain.events import decode_log, decode_logs
 from keeper.domain.model import Log, Protocol
 
 CONTRACT = "0x" + "ab" * 20
@@ -116,19 +110,6 @@ def _strategy(typ: str) -> st.SearchStrategy[Any]:
     return st.booleans()
 
 
-def _encode(spec: EventSpec, values: dict[str, Any]) -> tuple[tuple[str, ...], bytes]:
-    """Encode an event with eth_abi, independently of the decoder under test."""
-    topics = [spec.topic0]
-    plain_types, plain_values = [], []
-    for name, typ, indexed in spec.inputs:
-        if indexed:
-            topics.append("0x" + encode([typ], [values[name]]).hex())
-        else:
-            plain_types.append(typ)
-            plain_values.append(values[name])
-    return tuple(topics), encode(plain_types, plain_values)
-
-
 def _log(topics: tuple[str, ...], data: bytes, block: int = 7, index: int = 0) -> Log:
     return Log(
         address=CONTRACT,
@@ -211,7 +192,7 @@ class TestCatalog:
 def test_decoding_agrees_with_web3(spec: EventSpec, data: st.DataObject) -> None:
     """For random argument values, our decoder returns exactly what web3.py's process_log does."""
     values = {name: data.draw(_strategy(typ), label=name) for name, typ, _ in spec.inputs}
-    topics, payload = _encode(spec, values)
+    topics, payload = encode_event(spec, values)
     log = _log(topics, payload)
     event = decode_log(log, spec.protocol, 1_700_000_000)
     assert event.name == spec.name
@@ -257,7 +238,7 @@ class TestMalformed:
             "workerPayment": 5,
             "platformFee": 1,
         }
-        topics, payload = _encode(spec, values)
+        topics, payload = encode_event(spec, values)
         assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).name == "TaskCompleted"
         bad = payload[:delta] if delta < 0 else payload + b"\x00" * delta
         event = decode_log(_log(topics, bad), Protocol.TASKMARKET, 0)
@@ -271,21 +252,21 @@ class TestMalformed:
     def test_wrong_topic_count_is_unknown(self) -> None:
         """A log with an extra or a missing indexed topic is not decoded."""
         spec = spec_for("JobFunded")
-        topics, payload = _encode(spec, {"jobId": 3, "client": "0x" + "aa" * 20, "amount": 9})
+        topics, payload = encode_event(spec, {"jobId": 3, "client": "0x" + "aa" * 20, "amount": 9})
         assert decode_log(_log(topics[:-1], payload), Protocol.ERC8183, 0).name is None
         assert decode_log(_log((*topics, topics[-1]), payload), Protocol.ERC8183, 0).name is None
 
     def test_wrong_protocol_is_unknown(self) -> None:
         """A task-market event emitted by an ERC-8183 contract is not trusted."""
         spec = spec_for("TaskReopened")
-        topics, payload = _encode(spec, {"taskId": b"\x09" * 32})
+        topics, payload = encode_event(spec, {"taskId": b"\x09" * 32})
         assert decode_log(_log(topics, payload), Protocol.TASKMARKET, 0).name == "TaskReopened"
         assert decode_log(_log(topics, payload), Protocol.ERC8183, 0).name is None
 
     def test_dirty_padding_and_out_of_range_values_are_unknown(self) -> None:
         """An address with high bits set, or a uint8 above 255, is not a valid encoding."""
         spec = spec_for("TaskEvaluated")
-        topics, payload = _encode(
+        topics, payload = encode_event(
             spec,
             {"taskId": b"\x01" * 32, "evaluator": "0x" + "04" * 20, "verdictType": 2, "score": 90},
         )
@@ -298,7 +279,7 @@ class TestMalformed:
     def test_uppercase_topics_are_normalised(self) -> None:
         """Checksum-cased hex in topics decodes to lowercase values."""
         spec = spec_for("JobExpired")
-        topics, payload = _encode(spec, {"jobId": 0xABC})
+        topics, payload = encode_event(spec, {"jobId": 0xABC})
         upper = tuple("0x" + t[2:].upper() for t in topics)
         event = decode_log(_log(upper, payload), Protocol.ERC8183, 0)
         assert (event.name, event.subject) == ("JobExpired", str(0xABC))
@@ -310,7 +291,7 @@ class TestDecodeLogs:
         spec = spec_for("JobExpired")
         logs = []
         for i in range(4):
-            topics, payload = _encode(spec, {"jobId": i})
+            topics, payload = encode_event(spec, {"jobId": i})
             log = _log(topics, payload, block=10 + i // 2, index=i)
             if i == 2:
                 log = replace(log, address="0x" + "cd" * 20)
@@ -494,7 +475,7 @@ class TestDynamicBytes:
             "deliverable": b"\x05" * 32,
             "optParams": opt,
         }
-        return _encode(self.SPEC, values)
+        return encode_event(self.SPEC, values)
 
     @pytest.mark.parametrize("opt", [b"", b"\x01", b"\xff" * 32, b"\x02" * 33])
     def test_canonical_tails_decode(self, opt: bytes) -> None:

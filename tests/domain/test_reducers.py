@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from eth_abi.abi import encode
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.abi_events import encode_event
 
-from keeper.domain.events import decode_log, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_log
 from keeper.domain.model import (
     ArgValue,
     ChainRead,
@@ -31,12 +32,6 @@ TASK = "0x" + "5a" * 32
 DELIVERABLE, REASON = "0x" + "de" * 32, "0x" + "ee" * 32
 
 
-def _arg(typ: str, value: Any) -> Any:
-    if typ in ("bytes32", "bytes4") and isinstance(value, str):
-        return bytes.fromhex(value[2:])
-    return value
-
-
 class Chain:
     """Emits encoded logs in chain order, one block per call unless told otherwise."""
 
@@ -55,19 +50,11 @@ class Chain:
 
     def ev(self, contract: str, name: str, variant: str = "current", **values: Any) -> Event:
         spec = spec_for(name, variant)
-        topics = [spec.topic0]
-        types, plain = [], []
-        for arg, typ, indexed in spec.inputs:
-            v = _arg(typ, values[arg])
-            if indexed:
-                topics.append("0x" + encode([typ], [v]).hex())
-            else:
-                types.append(typ)
-                plain.append(v)
+        topics, data = encode_event(spec, values)
         log = Log(
             contract,
-            tuple(topics),
-            encode(types, plain),
+            topics,
+            data,
             self.block,
             self.hash(),
             "0x" + f"{self.block:060x}{self.index:04x}",

@@ -28,7 +28,8 @@ from rel_sizes import SIZES, Size
 from keeper.api.params import BadParam, parse_list_query
 from keeper.config import load_config, parse_config
 from keeper.devnet.evaluator_service import load_fixtures, schemaeval_verdict, verdict_digest
-from keeper.domain.events import SPECS, decode_log
+from keeper.domain.event_catalog import SPECS
+from keeper.domain.events import decode_log
 from keeper.domain.model import Log, Protocol
 from keeper.errors import ConfigError
 from keeper.verify.canonical import keccak_hex

@@ -22,7 +22,7 @@ from sync_support import write_config
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.devnet.traffic import KEEPER_KEY, address_of
-from keeper.domain.events import topic0_of
+from keeper.domain.event_catalog import topic0_of
 
 WINDOW = 12
 DEV0 = address_of(DEV_KEYS[0]).lower()

@@ -6,10 +6,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from eth_abi.abi import encode
 from eth_utils.crypto import keccak
+from support.abi_events import encode_event
 
-from keeper.domain.events import decode_logs, spec_for
+from keeper.domain.event_catalog import spec_for
+from keeper.domain.events import decode_logs
 from keeper.domain.model import ArgValue, BlockHeader, ChainRead, Event, Log, Protocol
 from keeper.domain.reads import reads_for
 from keeper.store.index_store import Batch
@@ -30,23 +31,9 @@ def encode_log(
     contract: str, name: str, variant: str, values: dict[str, Any], block: BlockHeader, index: int
 ) -> Log:
     """ABI-encode one event with eth_abi (independent of the decoder under test)."""
-    spec = spec_for(name, variant)
-    topics = [spec.topic0]
-    types: list[str] = []
-    plain: list[Any] = []
-    for arg, typ, indexed in spec.inputs:
-        v = values[arg]
-        if typ in ("bytes32", "bytes4") and isinstance(v, str):
-            v = bytes.fromhex(v[2:])
-        if indexed:
-            topics.append("0x" + encode([typ], [v]).hex())
-        else:
-            types.append(typ)
-            plain.append(v)
+    topics, data = encode_event(spec_for(name, variant), values)
     tx = "0x" + keccak(text=f"{block.hash}:{index}").hex()
-    return Log(
-        contract, tuple(topics), encode(types, plain), block.number, block.hash, tx, index, index
-    )
+    return Log(contract, topics, data, block.number, block.hash, tx, index, index)
 
 
 def answer(req_kind: str, subject: str) -> dict[str, ArgValue]:

@@ -222,7 +222,7 @@ class TestAtomicity:
         db = tmp_path / "killed.db"
         here = Path(__file__).parent
         script = textwrap.dedent(f"""
-            import sys; sys.path.insert(0, {str(here)!r})
+            import sys; sys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]
             from index_builders import Synth, batch_of
             from keeper.store.db import connect
             from keeper.store.index_store import IndexStore

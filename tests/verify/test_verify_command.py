@@ -28,7 +28,8 @@ from keeper.verify.sources import (
     DirectorySource,
     HttpSource,
 )
-from keeper.verify.verifier import Verifier, verify_and_record
+from keeper.verify.verdict import Verifier
+from keeper.verify.verifier import verify_and_record
 
 
 @dataclass

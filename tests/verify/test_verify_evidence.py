@@ -18,9 +18,9 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import canonical_bytes, digest, keccak_hex
 from keeper.verify.checks import ZERO_HASH, CheckConfig
 from keeper.verify.evidence import check_evidence
-from keeper.verify.pending import verify_pending
 from keeper.verify.sources import HttpSource
-from keeper.verify.verifier import Verifier
+from keeper.verify.verdict import Verifier
+from keeper.verify.verifier import verify_pending
 
 CHAIN_ID = 8453
 MARKET = "0x" + "7a" * 20

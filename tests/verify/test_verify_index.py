@@ -19,10 +19,10 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
 from keeper.verify.command import main
 from keeper.verify.failures import Failure, FailureCode
-from keeper.verify.pending import verify_pending
 from keeper.verify.sources import ContentSource, HttpSource
 from keeper.verify.submission import Accepted, StoredDocumentSource, accept_submission
-from keeper.verify.verifier import Verifier
+from keeper.verify.verdict import Verifier
+from keeper.verify.verifier import verify_pending
 
 CHAIN_ID = 31337
 CONTRACT = "0x" + "c1" * 20

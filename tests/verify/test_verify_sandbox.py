@@ -16,7 +16,7 @@ from keeper.verify.failures import Status
 from keeper.verify.report import ChainRef
 from keeper.verify.sandbox import Sandbox, SandboxFault, SandboxTimeout
 from keeper.verify.sources import ContentSource, HttpSource
-from keeper.verify.verifier import Verdict, Verifier, verify_verdict
+from keeper.verify.verdict import Verdict, Verifier, verify_verdict
 
 # Exponential backtracking in Python's re: 40 a's then a b take hours without a limit.
 REDOS_DESCRIPTION = json.dumps(

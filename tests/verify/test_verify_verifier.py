@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from evaluator_server import EvaluatorServer, Route
+from support.retrying import verify_with_retries
+from support.verifications import delete_above_block, list_verifications
 from verify_helpers import BAD_PIVA, COMPLETE, DESCRIPTION, TOO_FEW, body, facts, verdict
 
 from keeper.store import verifications as store
@@ -20,15 +22,8 @@ from keeper.verify.checks import CheckConfig, VerdictFacts
 from keeper.verify.failures import Status
 from keeper.verify.report import ChainRef, stored_report, validate_history
 from keeper.verify.sources import ContentSource, DirectorySource, HttpSource
-from keeper.verify.verifier import (
-    RetryPolicy,
-    Verdict,
-    Verifier,
-    next_retry_at,
-    verify_and_record,
-    verify_verdict,
-    verify_with_retries,
-)
+from keeper.verify.verdict import RetryPolicy, Verdict, Verifier, next_retry_at, verify_verdict
+from keeper.verify.verifier import verify_and_record
 
 CONTRACT = "0x" + "c0" * 20
 CHAIN_ID = 31337
@@ -309,8 +304,8 @@ class TestRecord:
         assert store.get_verification(conn, CHAIN_ID, CONTRACT, "8") is None
         assert store.history(conn, CHAIN_ID, CONTRACT, "8") == []
         assert store.get_verification(conn, CHAIN_ID, CONTRACT, "7") is not None
-        assert store.delete_above_block(conn, CHAIN_ID, 4) == 1
-        assert store.list_verifications(conn, CHAIN_ID) == []
+        assert delete_above_block(conn, CHAIN_ID, 4) == 1
+        assert list_verifications(conn, CHAIN_ID) == []
 
 
 def _insert_event(conn: sqlite3.Connection, item: Verdict) -> None:

@@ -1,0 +1,257 @@
+"""The projection of one task-market task from its events and reads.
+
+See ``keeper.domain.reducers`` for the rules both reducers keep.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from keeper.domain.model import (
+    ChainRead,
+    Event,
+    Protocol,
+    TaskState,
+    TaskStatus,
+    VerdictType,
+)
+from keeper.domain.reads import (
+    GET_TASK_EVALUATOR_CONFIG,
+    GET_TASK_VERDICT,
+)
+from keeper.domain.reducer_inputs import (
+    Reads,
+    addr_or_none,
+    as_int,
+    as_str,
+    chain_order,
+)
+from keeper.domain.taskmodes import CONTEST_MODES
+
+__all__ = ["reduce_task"]
+
+_VERDICT_VALUES = frozenset(v.value for v in VerdictType)
+
+
+@dataclass(slots=True)
+class _TaskCtx:
+    reads: Reads
+    config_known: bool = False
+
+
+def _raise_expiry(st: TaskState, deadline: int) -> None:
+    """The contract raises expiryTime to at least each new deadline; mirror it."""
+    st.expiry_time = max(st.expiry_time, deadline)
+
+
+def _apply_config(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    # exact: an older config would resurrect an evaluator removed since (timeout)
+    cfg = ctx.reads.at(GET_TASK_EVALUATOR_CONFIG, e, exact=True)
+    if cfg is None:
+        return
+    ctx.config_known = True
+    st.evaluator = addr_or_none(cfg.get("evaluator"))
+    st.evaluator_stake = as_int(cfg.get("evaluatorStake"))
+    st.evaluator_fee_bps = as_int(cfg.get("evaluatorFeeBps"))
+    st.evaluation_window = as_int(cfg.get("evaluationWindow"))
+    st.appeal_window = as_int(cfg.get("appealWindow"))
+    st.dispute_resolver = addr_or_none(cfg.get("disputeResolver"))
+
+
+def _task_created(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """Every TaskCreated shape (rev 14+, pre-14, older) gives the same fields.
+
+    On the rev 18+ diamond EvaluatorAssigned comes first in the same transaction, so
+    nothing it set is reset here.
+    """
+    a = e.args
+    st.requester = as_str(a["requester"])
+    st.reward = as_int(a["reward"])
+    st.mode = as_str(a["mode"])
+    st.expiry_time = as_int(a["expiryTime"])
+    st.status = TaskStatus.OPEN
+    if "stakeRequired" in a:
+        st.extra["stake_required"] = "1" if a["stakeRequired"] else "0"
+        st.extra["stake_bps"] = str(as_int(a["stakeBps"]))
+
+
+def _task_updated(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """The requester changed an Open task's reward and expiry: the deadline moves."""
+    st.reward = as_int(e.args["newReward"])
+    st.expiry_time = as_int(e.args["newExpiryTime"])
+
+
+def _submitters(st: TaskState) -> dict[str, int]:
+    raw = st.extra.get("submitters")
+    return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
+
+
+def _contest_submitted(st: TaskState, worker: str) -> None:
+    """A Bounty/Benchmark submission: the task stays Open and counts it."""
+    counts = _submitters(st)
+    counts[worker] = counts.get(worker, 0) + 1
+    st.extra["submitters"] = json.dumps(counts, sort_keys=True)
+    st.extra["active_submissions"] = str(as_int(st.extra.get("active_submissions")) + 1)
+
+
+def _submission_rejected(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """The contract subtracts the worker's whole submission count (at least 1)."""
+    worker = as_str(e.args["worker"])
+    counts = _submitters(st)
+    decrement = max(counts.pop(worker, 0), 1)
+    st.extra["submitters"] = json.dumps(counts, sort_keys=True)
+    active = as_int(st.extra.get("active_submissions"))
+    st.extra["active_submissions"] = str(max(active - decrement, 0))
+
+
+def _evaluator_assigned(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    _apply_config(st, e, ctx)
+    st.evaluator = addr_or_none(e.args["evaluator"])
+    st.evaluator_stake = as_int(e.args["stakeAmount"])
+
+
+def _task_claimed(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    st.worker = as_str(e.args["worker"])
+    st.extra["worker_stake"] = str(as_int(e.args["stakeAmount"]))
+    st.status = TaskStatus.CLAIMED
+
+
+def _worker_selected(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    st.worker = as_str(e.args["worker"])
+    st.status = TaskStatus.WORKER_SELECTED
+
+
+def _task_submitted(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    _apply_config(st, e, ctx)
+    if st.mode in CONTEST_MODES:
+        _contest_submitted(st, as_str(e.args["worker"]))
+        st.submitted_at = e.block_timestamp
+        return
+    st.worker = as_str(e.args["worker"])
+    st.deliverable = as_str(e.args["deliverable"])
+    st.submitted_at = e.block_timestamp
+    if st.evaluator is None:
+        st.status = TaskStatus.PENDING_APPROVAL
+        st.evaluation_deadline = None
+        return
+    st.status = TaskStatus.REVIEW
+    if ctx.config_known:
+        st.evaluation_deadline = e.block_timestamp + st.evaluation_window
+        _raise_expiry(st, st.evaluation_deadline)
+    else:
+        st.evaluation_deadline = None
+
+
+def _task_evaluated(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    raw = as_int(e.args["verdictType"])
+    st.verdict_type = VerdictType(raw) if raw in _VERDICT_VALUES else None
+    if st.verdict_type is None:
+        st.extra["verdict_type_raw"] = str(raw)
+    st.score = as_int(e.args["score"])
+    st.evaluator = as_str(e.args["evaluator"])
+    st.evaluated_at = e.block_timestamp
+    st.status = TaskStatus.APPEALING
+    if ctx.config_known:
+        st.appeal_deadline = e.block_timestamp + st.appeal_window
+        _raise_expiry(st, st.appeal_deadline)
+    verdict = ctx.reads.at(GET_TASK_VERDICT, e, exact=True)
+    if verdict is not None and verdict.get("issued") in (True, 1, "1", "true"):
+        st.evidence_hash = as_str(verdict.get("evidenceHash")) or None
+        st.extra["confidence"] = str(as_int(verdict.get("confidence")))
+
+
+def _task_appealed(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    st.extra["appellant"] = as_str(e.args["appellant"])
+    st.status = TaskStatus.DISPUTED
+
+
+def _task_disputed(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    st.dispute_resolver = addr_or_none(e.args["disputeResolver"])
+    st.status = TaskStatus.DISPUTED
+
+
+def _evaluator_timed_out(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    # The evaluator is removed: the requester reviews, and a later submission
+    # (after a reopen) goes to pending approval, not to review.
+    st.extra["timed_out_evaluator"] = as_str(e.args["evaluator"])
+    st.extra["forfeited_stake"] = str(as_int(e.args["forfeitedStake"]))
+    st.evaluator = None
+    st.evaluation_deadline = None
+    st.status = TaskStatus.PENDING_APPROVAL
+
+
+def _task_paid(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """TaskCompleted (one per award) or the older TaskAccepted."""
+    st.paid_amount += as_int(e.args["workerPayment"])
+    fees = as_int(st.extra.get("platform_fee")) + as_int(e.args["platformFee"])
+    st.extra["platform_fee"] = str(fees)
+    st.extra["awards"] = str(as_int(st.extra.get("awards")) + 1)
+    if st.worker is None:
+        st.worker = as_str(e.args["worker"])
+    st.status = TaskStatus.ACCEPTED
+
+
+def _task_expired(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    st.refunded_amount += as_int(e.args["refundAmount"])
+    st.status = TaskStatus.EXPIRED
+
+
+def _task_cancelled(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    st.refunded_amount += as_int(e.args["refundAmount"])
+    st.status = TaskStatus.CANCELLED
+
+
+def _task_reopened(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
+    """Back to Open for a new round: the previous round's work and verdict are void."""
+    st.status = TaskStatus.OPEN
+    st.worker = None
+    st.deliverable = None
+    st.submitted_at = None
+    st.evaluation_deadline = None
+    st.evaluated_at = None
+    st.appeal_deadline = None
+    st.verdict_type = None
+    st.score = None
+    st.evidence_hash = None
+    for key in ("worker_stake", "verdict_type_raw", "confidence", "appellant"):
+        st.extra.pop(key, None)
+
+
+_TASK_HANDLERS: dict[str, Callable[[TaskState, Event, _TaskCtx], None]] = {
+    "TaskCreated": _task_created,
+    "TaskUpdated": _task_updated,
+    "SubmissionRejected": _submission_rejected,
+    "EvaluatorAssigned": _evaluator_assigned,
+    "TaskClaimed": _task_claimed,
+    "TaskWorkerSelected": _worker_selected,
+    "TaskSubmitted": _task_submitted,
+    "TaskEvaluated": _task_evaluated,
+    "TaskAppealed": _task_appealed,
+    "TaskDisputed": _task_disputed,
+    "EvaluatorTimedOut": _evaluator_timed_out,
+    "TaskCompleted": _task_paid,
+    "TaskAccepted": _task_paid,
+    "TaskExpired": _task_expired,
+    "TaskCancelled": _task_cancelled,
+    "TaskReopened": _task_reopened,
+}
+
+
+def reduce_task(
+    contract: str, task_id: str, events: Sequence[Event], reads: Sequence[ChainRead]
+) -> TaskState:
+    """Fold a task-market task from its events; other subjects' events are ignored."""
+    st = TaskState(contract=contract, task_id=task_id)
+    mine = chain_order(events, contract, task_id, Protocol.TASKMARKET)
+    if not mine:
+        return st
+    ctx = _TaskCtx(reads=Reads.of(reads, contract, task_id))
+    st.created_block = mine[0].log.block_number
+    for e in mine:
+        handler = _TASK_HANDLERS.get(e.name or "")
+        if handler is not None:
+            handler(st, e, ctx)
+        st.updated_block = e.log.block_number
+    return st
