@@ -2,7 +2,7 @@
 
 Each is a few lines over :func:`keeper.compose.build` (or just the database);
 the long-running daemon is :mod:`keeper.daemon` and the demo chain is
-:mod:`keeper.devnet.command`, neither of which this module imports.
+:mod:`keeper.devnet_command`, neither of which this module imports.
 """
 
 from __future__ import annotations

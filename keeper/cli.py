@@ -186,7 +186,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _devnet(args: argparse.Namespace) -> int:
-    from keeper.devnet.command import run_devnet_command
+    from keeper.devnet_command import run_devnet_command
 
     return asyncio.run(run_devnet_command(args))
 

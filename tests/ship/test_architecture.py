@@ -25,19 +25,7 @@ PACKAGE = "keeper"
 # Rules that hold only once the other branches of issue #15 are merged: (importer room,
 # imported room) -> why it is still there. Empty it as they land; a stale entry fails
 # ``test_known_exceptions_are_still_needed``, so the list cannot outlive its reason.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # sync.indexer commits through store.index_store; the sync branch makes it yield
-    # Block / Reorg / Finalize and the composition root commit
-    ("sync", "store"): "Indexer.commit calls IndexStore.apply_batch",
-    # config imports rpc.config for redact_url and EndpointConfig; the config branch
-    # declares the settings once and moves the redaction
-    ("config", "rpc"): "config/config_values import keeper.rpc.config",
-    # app.run_devnet_command imports keeper.devnet.runner (inside the function)
-    ("app", "devnet"): "app.run_devnet_command starts the devnet",
-    # app.run_devnet_command imports daemon.run_daemon while daemon imports app's
-    # builders at module level: the app <-> daemon cycle
-    ("app", "daemon"): "app.run_devnet_command runs the daemon",
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """``keeper devnet``: a local chain, its traffic and the daemon, for a demo.
 
-Wired here, beside the devnet, so that nothing in the daemon's own modules
-imports the devnet (it imports anything; nothing imports it but the CLI).
+Part of the command line, not of the devnet: it joins the devnet and the
+daemon, so neither of them imports the other (only the CLI imports it).
 """
 
 from __future__ import annotations
