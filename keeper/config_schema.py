@@ -264,10 +264,11 @@ class Reader:
         if not isinstance(raw, dict):
             self.problems.add(path, f"expected a table, got {v.show(raw)}")
             return _BAD
-        cls = kinds.get(raw.get("kind"))
+        kind = raw.get("kind")
+        cls = kinds.get(kind) if isinstance(kind, str) else None  # a list is not hashable
         if cls is None:
             options = " or ".join(repr(k) for k in kinds)
-            self.problems.add(f"{path}.kind", f"must be {options}, got {v.show(raw.get('kind'))}")
+            self.problems.add(f"{path}.kind", f"must be {options}, got {v.show(kind)}")
             return _BAD
         return self.table(cls, raw, path)
 
