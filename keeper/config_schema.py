@@ -15,6 +15,7 @@ check out even when others did not, so one ``config check`` shows everything.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import enum
@@ -56,7 +57,7 @@ def declared(cls: type) -> dict[str, _Field]:
     for f in dataclasses.fields(cls):
         default: Callable[[], object] | None = None
         if f.default is not dataclasses.MISSING:
-            default = functools.partial(lambda d: d, f.default)
+            default = functools.partial(copy.copy, f.default)  # defaults are immutable anyway
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory
         out[f.name] = _Field(hints[f.name], default)
@@ -261,8 +262,8 @@ class Reader:
         kinds: dict[object, type] = {
             typing.get_args(declared(m)["kind"].hint)[0]: m for m in members
         }
-        if not isinstance(raw, dict):
-            self.problems.add(path, f"expected a table, got {v.show(raw)}")
+        if not isinstance(raw, dict):  # the type only: a source given as a string is a URL
+            self.problems.add(path, f"expected a table, got a {v.type_name(raw)}")
             return _BAD
         kind = raw.get("kind")
         cls = kinds.get(kind) if isinstance(kind, str) else None  # a list is not hashable

@@ -174,6 +174,17 @@ def test_defaults_come_from_the_declaration() -> None:
     assert verdicts.github == GitHubConfig()
 
 
+def test_a_source_kind_of_the_wrong_type_is_named_not_a_crash() -> None:
+    """Only "http" and "directory" tell sources apart; anything else (a list, none) is named."""
+    raw = {"chain": {"chain_id": 1, "rpc_urls": ["http://a.example"]}}
+    sources = [{"kind": ["http"], "url": "http://s.example"}, {"path": "d"}, "http://s.example"]
+    assert problems({**raw, "verdicts": {"sources": sources}}) == [
+        "verdicts.sources[0].kind: must be 'http' or 'directory', got ['http']",
+        "verdicts.sources[1].kind: must be 'http' or 'directory', got None",
+        "verdicts.sources[2]: expected a table, got a string",  # a URL may hold a token
+    ]
+
+
 def test_config_objects_are_frozen() -> None:
     """The loaded tree is immutable: the pure core can hold it without copying."""
     config = load_config(EXAMPLE, {})
