@@ -1,10 +1,11 @@
-"""The value checks and environment parsers behind the configuration schema.
+"""The value types of the configuration: each a check plus the parser of its override.
 
 Each check takes a raw TOML (or environment-parsed) value and returns it
 normalised, or raises :class:`BadValue` with a message that names the problem
-and never echoes a value that may be a secret; ``keeper.config`` prefixes the
-key path. Kept apart from the schema so each stays small and the checks can be
-read (and tested) one by one.
+and never echoes a value that may be a secret; the reader prefixes the key
+path. The ``Annotated`` aliases at the end (``PosInt``, ``RpcUrls``, ...) are
+what the dataclass fields in ``keeper.config`` are declared with, so a field's
+type, check, override parser and default sit on one line.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import math
 import re
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from keeper.rpc.config import redact_url
+from keeper.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -27,8 +29,6 @@ HTTP_SCHEMES = ("http", "https")
 
 
 # --------------------------------------------------------------------------- value checks
-
-REQUIRED: Any = object()
 
 
 class BadValue(Exception):
@@ -167,6 +167,11 @@ def url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
     return check
 
 
+def api_root(value: object) -> str:
+    """An http(s) API root, without a trailing slash (paths are appended to it)."""
+    return url(HTTP_SCHEMES, secret=False)(value).rstrip("/")
+
+
 def listen(value: object) -> str:
     text = string(value)
     host, sep, port = text.rpartition(":")
@@ -254,3 +259,47 @@ def env_evaluators(text: str) -> object:
             raise BadValue(f"expected name=address pairs, got {show(part)}")
         out[name.strip()] = address.strip()
     return out
+
+
+# --------------------------------------------------------------------------- declared types
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """``Annotated`` metadata of a scalar key: its value check and its override parser."""
+
+    check: Callable[[object], Any]
+    env: Callable[[str], object] = env_scalar
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """``Annotated`` metadata of a list or table key: what the error says it expected.
+
+    ``type_only`` names just the type of a wrong value: a list of URL-bearing
+    tables given as a string may be a secret URL.
+    """
+
+    expected: str
+    env: Callable[[str], object] = env_json
+    type_only: bool = False
+
+
+Bool = Annotated[bool, Check(boolean)]
+Str = Annotated[str, Check(string, env_str)]
+NonEmptyStr = Annotated[str, Check(nonempty_str, env_str)]
+Name = Annotated[str, Check(name, env_str)]
+Address = Annotated[str, Check(address, env_str)]
+OptionalAddress = Annotated[str, Check(optional_address, env_str)]
+NonNegInt = Annotated[int, Check(nonneg_int)]
+PosInt = Annotated[int, Check(pos_int)]
+BigInt = Annotated[int, Check(big_int)]
+PosFloat = Annotated[float, Check(pos_float)]
+GasMargin = Annotated[float, Check(gas_margin)]
+Gwei = Annotated[Decimal, Check(gwei)]
+Listen = Annotated[str, Check(listen, env_str)]
+Pointer = Annotated[str, Check(pointer, env_str)]
+ApiRoot = Annotated[str, Check(api_root, env_str)]
+SourceUrl = Annotated[str, Check(url(HTTP_SCHEMES, secret=True), env_str)]
+RpcUrls = Annotated[tuple[str, ...], Check(str_list(url(RPC_SCHEMES, secret=True)), env_list)]
+Names = Annotated[tuple[str, ...], Check(str_list(name), env_list)]

@@ -10,31 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from keeper.redact import redact_url
 
-def redact_url(url: str, *, marks: bool = False) -> str:
-    """``scheme://host[:port]`` of a URL: no credentials, path, query or fragment.
-
-    The default endpoint name (and so a metrics label) uses the bare form. With
-    ``marks`` (the printed configuration), ``***@`` and ``/…`` show an operator
-    that credentials or a path were there and hidden. Unparsable input yields
-    ``"<redacted>"`` rather than echoing it back.
-    """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        port = parts.port
-    except ValueError:
-        return "<redacted>"
-    if not parts.scheme or not host:
-        return "<redacted>"
-    netloc = f"[{host}]" if ":" in host else host
-    if port is not None:
-        netloc = f"{netloc}:{port}"
-    if not marks:
-        return f"{parts.scheme}://{netloc}"
-    userinfo = "***@" if "@" in parts.netloc else ""
-    hidden = bool(parts.path.strip("/") or parts.query or parts.fragment)
-    return f"{parts.scheme}://{userinfo}{netloc}{'/…' if hidden else ''}"
+__all__ = ["EndpointConfig", "redact_url", "scrub"]
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
