@@ -36,7 +36,7 @@ from keeper.config_schema import Problems, Reader, Rule, overlay_env
 from keeper.domain.model import Protocol
 from keeper.domain.protocols import dialect_named
 from keeper.errors import ConfigError
-from keeper.redact import redact_template, redact_url
+from keeper.obs.redact import redact_template, redact_url
 
 __all__ = [
     "ApiConfig",

@@ -20,7 +20,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from keeper.redact import redact_url
+from keeper.obs.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")

@@ -194,7 +194,7 @@ def test_config_objects_are_frozen() -> None:
 
 
 def test_config_does_not_import_the_rpc_package() -> None:
-    """Redaction lives in keeper.redact, so loading a config pulls in no RPC code."""
+    """Redaction lives in keeper.obs.redact, so loading a config pulls in no RPC code."""
     code = "import sys, keeper.config; print(sorted(m for m in sys.modules if 'keeper.rpc' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from keeper.redact import redact_url
+from keeper.obs.redact import redact_url
 
 __all__ = ["EndpointConfig", "redact_url", "scrub"]
 
