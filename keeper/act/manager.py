@@ -160,9 +160,14 @@ class Keeper:
         A head below one already ticked on is skipped, not decided on: it comes
         from a lagging endpoint (the best one failing for a moment), and on it
         our own transactions of the last blocks have not happened yet, so each
-        would look due again and the mined counts would look short.
+        would look due again and the mined counts would look short. The
+        newest head decided on survives a restart (it is the intents'
+        ``decided_block``), so a daemon that starts against a lagging endpoint
+        waits for the chain to pass it too.
         """
         async with self._lock:
+            if self._highest_head < 0:  # after a restart: the heads decided on before it
+                self._highest_head = self.store.highest_decided_block()
             if head.number < self._highest_head:
                 log.info("keeper_head_behind", head=head.number, highest=self._highest_head)
                 return TickSummary(head=head.number)

@@ -198,6 +198,13 @@ class IntentStore:
         ).fetchall()
         return [_intent(r) for r in rows]
 
+    def highest_decided_block(self) -> int:
+        """The newest head any intent was decided at (-1 before the first decision)."""
+        row = self.conn.execute(
+            "SELECT MAX(decided_block) FROM keeper_intents WHERE chain_id = ?", (self.chain_id,)
+        ).fetchone()
+        return -1 if row[0] is None else int(row[0])
+
     def open_decisions(
         self, actions: Sequence[Action], block: int, block_hash: str
     ) -> list[Intent]:

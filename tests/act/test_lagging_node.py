@@ -9,6 +9,8 @@ still carry out.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, head, make_rpc, nonce_of, run
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
@@ -42,6 +44,26 @@ async def test_a_head_below_one_already_ticked_on_decides_nothing(
     await run(keeper, escrows, rpc, ids)
     assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
     assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
+
+
+async def test_after_a_restart_a_head_below_the_last_decision_decides_nothing(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """The newest head decided on is in the intents: a keeper started on the same database
+    whose first head comes from a lagging endpoint does not decide on it either."""
+    db = tmp_path / "restart.db"
+    ids = escrows.expired_jobs(2)
+    done, due = ids[:1], ids[1:]
+    old = await head(rpc)  # both jobs are due on it
+    escrows.control.mine(3)
+    first = make_keeper(db=db)
+    await run(first, escrows, rpc, done, ticks=2)
+    assert escrows.jobs(done)[0].status is JobStatus.EXPIRED
+    restarted = make_keeper(db=db)
+    summary = await restarted.tick(old, escrows.jobs(due), [])
+    assert (summary.planned, summary.sent) == (0, 0)
+    summary = await restarted.tick(await head(rpc), escrows.jobs(due), [])
+    assert summary.sent == 1
 
 
 async def test_a_replacement_that_fails_because_the_first_send_landed_confirms_the_first(
