@@ -28,7 +28,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,13 +329,12 @@ def test_operator_run_refunds_reports_healthy_and_stops_cleanly(
                 "the keeper to broadcast the second refund",
             )
             [signed_raw] = proxy.requests_for("eth_sendRawTransaction")[sent_before]
-            started = time.monotonic()
             stop = podman("stop", "--time", str(GRACE_SECONDS), container.name, timeout=60)
-            seconds = time.monotonic() - started
             assert stop.returncode == 0, stop.stderr
             logs = container.logs()
+            # within the grace period: past it podman sends SIGKILL and the code is 137
+            # (podman's own time around the stop is not the daemon's, so it is not timed)
             assert container.inspect("{{.State.ExitCode}}") == "0", logs
-            assert seconds < GRACE_SECONDS, f"took {seconds:.1f}s to stop"
             assert "daemon_stopped" in logs
         finally:
             container.remove()
