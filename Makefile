@@ -34,7 +34,7 @@ demo: deps
 
 # lint first: CI runs `make test` alone, so the style and type checks are enforced there
 test: lint deps-debian
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" --durations=15 $(PYTEST_ARGS)
 
 lint: deps
 	$(VENV)/bin/ruff check keeper tests bench scripts

@@ -186,7 +186,12 @@ class TrafficGenerator(ERC8183Traffic, TaskMarketTraffic):
             self.counts[name] += 1
         except (TxFailed, ContractLogicError) as exc:
             self.counts["failed"] += 1
-            log.warning("devnet.traffic.scenario_failed", scenario=name, error=type(exc).__name__)
+            log.warning(
+                "devnet.traffic.scenario_failed",
+                scenario=name,
+                error=type(exc).__name__,
+                detail=str(exc)[:200],
+            )
         self.control.increase_time(self.timing.warp)
         self._run_due()
         return name

@@ -19,6 +19,10 @@ ZERO_ADDRESS = "0x" + "00" * 20
 USDC = 10**6
 
 
+# the diamond's minimum appeal window (revision 21)
+MIN_APPEAL_WINDOW = 300
+
+
 @dataclass(frozen=True)
 class Roles:
     """Dev keys per role; DEV_KEYS[0] deploys, [4] is the daemon's, [9] the treasury."""
@@ -40,10 +44,19 @@ class Timing:
     job_ttl: int = 300
     task_ttl: int = 300
     evaluation_window: int = 120
-    appeal_window: int = 300  # the diamond refuses less (rev 21 minimum)
+    appeal_window: int = MIN_APPEAL_WINDOW
     # on the requester-only market, how long after the evaluation deadline the requester
     # gets round to timing the evaluator out itself
     requester_patience: int = 240
+
+    def __post_init__(self) -> None:
+        # a shorter window makes every evaluated task revert (AppealWindowTooShort), and
+        # the traffic would carry on without those scenarios, only logging each failure
+        if self.appeal_window < MIN_APPEAL_WINDOW:
+            raise ValueError(
+                f"appeal_window {self.appeal_window} s is below the Task Market's minimum "
+                f"of {MIN_APPEAL_WINDOW} s"
+            )
 
 
 @cache

@@ -5,6 +5,7 @@ tampered), and stopping leaves no anvil behind."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 from collections import Counter
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 from eth_utils.crypto import keccak
+from support.devnet_timing import FAST
 from web3 import Web3
 
 from keeper.config import load_config
@@ -23,11 +25,7 @@ from keeper.devnet.contracts import load_abi, taskmarket_abi
 from keeper.devnet.deploy import Deployment
 from keeper.devnet.evaluator_service import verdict_digest
 from keeper.devnet.runner import KEEPER_KEY_ENV, render_config, run_devnet
-from keeper.devnet.traffic import Timing
 
-FAST = Timing(
-    interval=0.02, warp=40, job_ttl=160, task_ttl=160, evaluation_window=80, appeal_window=80
-)
 JOB_COMPLETED = "0x" + keccak(text="JobCompleted(uint256,address,bytes32)").hex()
 JOB_REJECTED = "0x" + keccak(text="JobRejected(uint256,address,bytes32)").hex()
 COMPLETED, REJECTED, EXPIRED = 3, 4, 5
@@ -235,3 +233,9 @@ class TestRunDevnet:
         for _ in range(2):
             await run_devnet(rpc_url=None, workdir=tmp_path, with_daemon=daemon, timing=FAST)
         assert seen == [False, False]
+
+
+def test_an_appeal_window_below_the_task_markets_minimum_is_refused() -> None:
+    """Every evaluated task would revert (AppealWindowTooShort) while the traffic carried on."""
+    with pytest.raises(ValueError, match="appeal_window 80 s is below the Task Market's minimum"):
+        dataclasses.replace(FAST, appeal_window=80)

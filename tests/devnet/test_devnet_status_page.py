@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.devnet_timing import FAST
 from web3 import Web3
 
 from keeper.config import load_config
@@ -27,7 +28,6 @@ from keeper.devnet.anvil import DEV_KEYS
 from keeper.devnet.contracts import load_abi
 from keeper.devnet.deploy import Deployment
 from keeper.devnet.runner import KEEPER_KEY_ENV, run_devnet
-from keeper.devnet.traffic import Timing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from cdp import Page, browser_page, chromium_path
@@ -35,9 +35,6 @@ from test_api_browser import artifacts_dir
 
 CHROMIUM = chromium_path()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-FAST = Timing(
-    interval=0.02, warp=40, job_ttl=160, task_ttl=160, evaluation_window=80, appeal_window=80
-)
 HOLDING = (1, 2)  # Funded, Submitted
 LOADS = 12
 

@@ -9,17 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.devnet_timing import FAST
 from web3 import Web3
 
 from keeper.config import load_config
 from keeper.devnet.anvil import DEV_KEYS
 from keeper.devnet.runner import KEEPER_KEY_ENV, run_devnet
-from keeper.devnet.traffic import Timing
 from keeper.verify.command import JOB_COMPLETED, JOB_REJECTED, main
-
-FAST = Timing(
-    interval=0.02, warp=40, job_ttl=160, task_ttl=160, evaluation_window=80, appeal_window=80
-)
 
 
 def _judged_jobs(rpc_url: str, commerce: str, start_block: int) -> list[int]:
