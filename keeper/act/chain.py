@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from keeper.domain.model import BlockHeader
+from keeper.rpc.client import Sighting
 from keeper.rpc.errors import RpcError
 
 __all__ = ["ChainRpc", "failure_kind", "revert_data"]
@@ -33,6 +34,8 @@ class ChainRpc(Protocol):
     async def get_transaction_receipt(self, tx_hash: str, /) -> Mapping[str, Any] | None: ...
 
     async def get_transaction_by_hash(self, tx_hash: str, /) -> Mapping[str, Any] | None: ...
+
+    async def seen_anywhere(self, tx_hashes: Sequence[str], /) -> Sighting: ...
 
     async def get_transaction_count(self, address: str, block: int | str = ..., /) -> int: ...
 

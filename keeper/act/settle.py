@@ -40,7 +40,6 @@ from keeper.domain.settlement import (
     confirmation_lost,
     live_attempts,
     settle_nonce,
-    spent_by_another,
 )
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
@@ -152,13 +151,17 @@ class Settler:
             latest_count = await self.rpc.get_transaction_count(self.address, "latest")
             facts = dataclasses.replace(facts, latest_count=latest_count)
             if nonce < latest_count:
-                known = False
-                for a in live:
-                    if await self.rpc.get_transaction_by_hash(a.tx_hash) is not None:
-                        known = True
-                        break
+                # about to conclude another transaction spent the nonce: one endpoint's
+                # nulls prove nothing (a replica may lack our mined transaction), so every
+                # endpoint is asked, and an endpoint that does not answer leaves it open
+                seen = await self.rpc.seen_anywhere([a.tx_hash for a in live])
+                if seen.receipt is not None:
+                    tx_hash, receipt = seen.receipt
+                    hit = next(a for a in attempts if a.tx_hash == tx_hash)
+                    return self._with_receipt(facts, hit, receipt)
+                known = True if seen.known else (False if seen.all_answered else None)
                 facts = dataclasses.replace(facts, any_live_known=known)
-                if spent_by_another(facts):
+                if known is not True:
                     return facts
         newest = live[-1]
         newest_known = await self.rpc.get_transaction_by_hash(newest.tx_hash) is not None

@@ -143,7 +143,9 @@ class NonceFacts(Generic[L]):
     # asked again after the receipts came back empty: a reorg between the counts and the
     # receipt lookups must not make us give up a transaction being moved to another block
     latest_count: int | None = None
-    any_live_known: bool | None = None  # some live attempt of ours is known to the node
+    # some live attempt of ours is known to some endpoint (None: not asked, or an endpoint
+    # did not answer)
+    any_live_known: bool | None = None
     newest_known: bool | None = None  # the newest live attempt is known to the node
     carried: tuple[int, ...] = ()  # in-flight intents of the newest live attempt
     passing: tuple[bool, ...] | None = None  # their simulation at latest, in order
@@ -255,6 +257,17 @@ def spent_by_another(facts: NonceFacts[L]) -> bool:
     )
 
 
+def _spent_unasked(facts: NonceFacts[L]) -> bool:
+    """The nonce is spent but an endpoint did not answer for our hashes: nothing is decided
+    (a resend, replacement or drop could each be wrong if ours is the one mined)."""
+    return (
+        facts.latest_count is not None
+        and facts.nonce < facts.latest_count
+        and facts.nonce < facts.mined
+        and facts.any_live_known is None
+    )
+
+
 def still_wanted(facts: NonceFacts[L]) -> bool:
     """Every call of the forgotten transaction still passes at latest (and it has some)."""
     return bool(facts.carried) and facts.passing is not None and all(facts.passing)
@@ -296,6 +309,8 @@ def settle_nonce(attempts: Sequence[Signed], facts: NonceFacts[L], rules: Rules)
         return Wait("no live attempt")
     if spent_by_another(facts):
         return Dropped(tuple(a.id for a in live))
+    if _spent_unasked(facts):
+        return Wait("the nonce is spent and not every endpoint said whether it knows ours")
     newest = live[-1]
     if not facts.newest_known:
         if newest.kind == "cancel" or still_wanted(facts):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from eth_utils.crypto import keccak
@@ -34,6 +35,15 @@ BlockRef = int | str
 
 TAGS: Final = frozenset({"latest", "finalized", "safe", "earliest", "pending"})
 _HASH: Final = re.compile(r"0x[0-9a-fA-F]{64}\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """Our transactions as all endpoints see them (``RpcClient.seen_anywhere``)."""
+
+    receipt: tuple[str, dict[str, Any]] | None  # (tx hash, its receipt), from any endpoint
+    known: bool  # some endpoint knows one of them by hash (or holds its receipt)
+    all_answered: bool  # no endpoint failed to answer
 
 
 def is_block_hash(ref: BlockRef) -> bool:
@@ -335,6 +345,42 @@ class RpcClient(JsonRpcTransport):
             parse=check,
         )
         return result
+
+    async def seen_anywhere(self, tx_hashes: Sequence[str]) -> Sighting:
+        """What every endpoint says of our transactions: the first receipt any holds, whether
+        any knows one of them, and whether every endpoint answered.
+
+        One endpoint's ``null`` proves nothing (a load-balanced replica may lack a
+        mined transaction), so an absence is only concluded when all agree.
+        """
+        checked = [hash32(h, "tx_hash") for h in tx_hashes]
+
+        async def ask(name: str) -> tuple[tuple[str, dict[str, Any]] | None, bool, bool]:
+            try:
+                known = False
+                for tx_hash in checked:
+                    receipt = await self.request_at(
+                        name, "eth_getTransactionReceipt", [tx_hash], nullable=True,
+                        parse=_object("receipt"),
+                    )  # fmt: skip
+                    if receipt is not None:
+                        return (tx_hash, receipt), True, True
+                    tx = await self.request_at(
+                        name, "eth_getTransactionByHash", [tx_hash], nullable=True,
+                        parse=_object("transaction"),
+                    )  # fmt: skip
+                    known = known or tx is not None
+                return None, known, True
+            except RpcError:
+                return None, False, False
+
+        answers = await asyncio.gather(*(ask(n) for n in self.endpoint_names))
+        receipt = next((r for r, _, _ in answers if r is not None), None)
+        return Sighting(
+            receipt=receipt,
+            known=any(k for _, k, _ in answers),
+            all_answered=all(ok for _, _, ok in answers),
+        )
 
     async def head_of_each(self) -> dict[str, int | None]:
         """Each endpoint's head block number (None if it failed): spots a lagging node.

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, head, make_rpc, nonce_of, run
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
 from keeper.domain.model import JobStatus
 from keeper.rpc.client import RpcClient
+from keeper.rpc.config import EndpointConfig
+from keeper.rpc.errors import RpcError
 
 
 def sent_nonces(escrows: Escrows) -> int:
@@ -92,4 +95,86 @@ async def test_a_replacement_that_fails_because_the_first_send_landed_confirms_t
     assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
     [intent] = keeper_books.all_intents(keeper.store)
     assert (intent.outcome, intent.tx_hash) == ("confirmed", first.tx_hash)
+    assert sent_nonces(escrows) == 1
+
+
+def replica_first(replica: str, primary: str) -> RpcClient:
+    """A client over a replica (first: the one asked) and the primary behind it."""
+    return RpcClient(
+        [
+            EndpointConfig.from_url(replica, name="replica", rate=10_000),
+            EndpointConfig.from_url(primary, name="primary", rate=10_000),
+        ],
+        timeout=3.0,
+        max_attempts=1,
+        deadline=10.0,
+        retry_initial=0.01,
+    )
+
+
+async def demote_primary(primary: RpcProxy, client: RpcClient) -> None:
+    """One failed probe puts the primary behind the replica, so the replica is the one asked."""
+    primary.rules.on("eth_blockNumber", http_error=1)
+    with pytest.raises(RpcError):
+        await client.request_at("primary", "eth_blockNumber")
+
+
+async def test_a_replica_that_lacks_a_mined_send_does_not_make_it_dropped(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """The nonce is spent and the endpoint asked knows neither the receipt nor the
+    transaction: before ending the send ``dropped`` every endpoint is asked, and the one
+    that holds the receipt confirms it."""
+    ids = escrows.expired_jobs(1)
+    async with (
+        RpcProxy(escrows.url) as replica,
+        RpcProxy(escrows.url) as primary,
+        replica_first(replica.url, primary.url) as client,
+    ):
+        keeper = make_keeper(client=client, multicall=None)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])  # automine: mined
+        [first] = keeper_books.all_attempts(keeper.store)
+        escrows.control.mine(2)
+        await demote_primary(primary, client)
+        replica.rules.on("eth_getTransactionReceipt", null_result=1_000)
+        replica.rules.on("eth_getTransactionByHash", null_result=1_000)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        [intent] = keeper_books.all_intents(keeper.store)
+        assert attempt.status != "dropped", attempt
+        assert (intent.outcome, intent.tx_hash) == ("confirmed", first.tx_hash), intent
+        assert primary.requests_for("eth_getTransactionReceipt"), "the primary was never asked"
+    assert sent_nonces(escrows) == 1
+
+
+async def test_a_spent_nonce_with_an_endpoint_silent_is_left_undecided(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+) -> None:
+    """The replica knows nothing of the send and the primary does not answer: the send is
+    neither dropped nor resent nor replaced, and the next tick with both answering
+    confirms it."""
+    ids = escrows.expired_jobs(1)
+    async with (
+        RpcProxy(escrows.url) as replica,
+        RpcProxy(escrows.url) as primary,
+        replica_first(replica.url, primary.url) as client,
+    ):
+        keeper = make_keeper(client=client, multicall=None)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [first] = keeper_books.all_attempts(keeper.store)
+        escrows.control.mine(2)
+        await demote_primary(primary, client)
+        replica.rules.on("eth_getTransactionReceipt", null_result=1_000)
+        replica.rules.on("eth_getTransactionByHash", null_result=1_000)
+        primary.rules.on("eth_getTransactionReceipt", http_error=1_000)
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        [intent] = keeper_books.all_intents(keeper.store)
+        assert (attempt.tx_hash, attempt.status) == (first.tx_hash, "sent"), attempt
+        assert intent.status == "inflight", intent
+        replica.rules.clear()
+        primary.rules.clear()
+        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        [intent] = keeper_books.all_intents(keeper.store)
+        assert (intent.outcome, intent.tx_hash) == ("confirmed", first.tx_hash), intent
     assert sent_nonces(escrows) == 1

@@ -182,6 +182,11 @@ ROWS: dict[str, tuple[list[Attempt], NonceFacts[Intent], Decision]] = {
         facts(mined=NONCE + 1, latest_count=NONCE + 1, any_live_known=True),
         Wait("pending"),
     ),
+    "not dropped: the nonce is spent, but an endpoint did not say whether it knows ours": (
+        [attempt(1)],
+        facts(mined=NONCE + 1, latest_count=NONCE + 1, any_live_known=None, newest_known=False),
+        Wait("the nonce is spent and not every endpoint said whether it knows ours"),
+    ),
     "not dropped: a lagging latest count says the nonce is not spent yet": (
         [attempt(1)],
         facts(mined=NONCE + 1, latest_count=NONCE),
