@@ -300,8 +300,15 @@ class Keeper:
         by_key = {(i.contract, i.subject, i.action): i for i in intents}
         survivors = await self._gate(todo, head, by_key, summary)
         groups = self._group(survivors)
-        for group in groups:
-            await self.tx.send_actions(group, [by_key[_key(a)] for a in group], head, fees, summary)
+        estimates = self.tx.start_estimates(groups)
+        try:
+            for group, estimate in zip(groups, estimates, strict=True):
+                intents_of = [by_key[_key(a)] for a in group]
+                await self.tx.send_actions(
+                    group, intents_of, head, fees, summary, estimate=estimate
+                )
+        finally:
+            await self.tx.drop(estimates)
         for nonce in self.tx.take_gaps():  # no new work filled them: spend them on cancels
             await self.tx.send_cancel(nonce, head, fees, summary)
 

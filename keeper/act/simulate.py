@@ -7,8 +7,10 @@ every subject in one round trip; others one ``eth_call`` each.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from keeper.act.calls import (
     SimVerdict,
@@ -21,7 +23,15 @@ from keeper.domain.planner import Action, ActionKind
 from keeper.errors import FatalError
 from keeper.rpc.errors import ExecutionRevertedError
 
-__all__ = ["BATCHABLE", "Encoder", "MulticallUnavailable", "SimResult", "simulate"]
+__all__ = ["BATCHABLE", "CALLS_AT_ONCE", "Encoder", "MulticallUnavailable", "SimResult", "bounded",
+           "simulate"]  # fmt: skip
+
+T = TypeVar("T")
+
+# eth_calls of one gate in flight at once: a thousand refunds due in one block are twenty
+# batches, and made one after another their round trips (not the node's work) spread the
+# sends over several blocks; a bound keeps a gate of singles from opening a thousand.
+CALLS_AT_ONCE = 8
 
 # Calldata of one action in its contract's dialect (``DialectBook.encode``).
 Encoder = Callable[[Action], bytes]
@@ -104,12 +114,33 @@ async def simulate(
     """One result per action, in the input order."""
     results: dict[int, SimResult] = {}
     batchable = [i for i, a in enumerate(actions) if a.action in BATCHABLE]
+    chunks: list[list[int]] = []
     if multicall and batchable:  # alone too: it is how they will be sent
-        for start in range(0, len(batchable), batch_size):
-            idx = batchable[start : start + batch_size]
-            chunk = await _batch(rpc, [actions[i] for i in idx], block, multicall, encode)
+        chunks = [batchable[i : i + batch_size] for i in range(0, len(batchable), batch_size)]
+        answers = await bounded(
+            [_batch(rpc, [actions[i] for i in idx], block, multicall, encode) for idx in chunks]
+        )
+        for idx, chunk in zip(chunks, answers, strict=True):
             results.update(zip(idx, chunk, strict=True))
-    for i, action in enumerate(actions):
-        if i not in results:
-            results[i] = await _single(rpc, action, block, encode)
+    rest = [i for i in range(len(actions)) if i not in results]
+    singles = await bounded([_single(rpc, actions[i], block, encode) for i in rest])
+    results.update(zip(rest, singles, strict=True))
     return [results[i] for i in range(len(actions))]
+
+
+async def bounded(calls: Sequence[Awaitable[T]], limit: int = CALLS_AT_ONCE) -> list[T]:
+    """Await ``calls`` with at most ``limit`` in flight; results in order, the first error
+    raised once every call has finished (none is left running behind the caller)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[T]) -> T:
+        async with gate:
+            return await call
+
+    answers = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+    out: list[T] = []
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        out.append(answer)
+    return out

@@ -7,8 +7,9 @@ was sent (receipts, replacements, cancels) is decided there, not here.
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +24,14 @@ from keeper.act.settings import (
     TickSummary,
 )
 from keeper.act.signer import Signer
-from keeper.act.simulate import BATCHABLE, Encoder, MulticallUnavailable, SimResult, simulate
+from keeper.act.simulate import (
+    BATCHABLE,
+    CALLS_AT_ONCE,
+    Encoder,
+    MulticallUnavailable,
+    SimResult,
+    simulate,
+)
 from keeper.domain.fees import CapHit, FeeDecision, above_signed
 from keeper.domain.model import BlockHeader, Protocol
 from keeper.domain.nonces import NonceBook, find_gaps
@@ -199,6 +207,36 @@ class Transactions:
         calls = [(a.contract, self.encode(a)) for a in actions]
         return self.multicall, encode_aggregate3(calls), "batch"
 
+    def start_estimates(self, groups: Sequence[Sequence[Action]]) -> list[asyncio.Task[int]]:
+        """Every group's gas estimate, started at once (at most CALLS_AT_ONCE in flight).
+
+        The groups hold disjoint subjects, so no estimate depends on another
+        group's transaction; made one after another, their round trips would
+        spread a tick's sends over several blocks. Await or ``drop`` them all.
+        """
+        gate = asyncio.Semaphore(CALLS_AT_ONCE)
+
+        async def one(group: Sequence[Action]) -> int:
+            async with gate:
+                return await self._estimate_group(group)
+
+        return [asyncio.create_task(one(g)) for g in groups]
+
+    @staticmethod
+    async def drop(tasks: Sequence[asyncio.Task[int]]) -> None:
+        """Cancel the estimates not awaited (a tick that stopped early) and reap them all."""
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _estimate_group(self, actions: Sequence[Action]) -> int:
+        """A batch is estimated without allowFailure, so a call that would fail fails it."""
+        to, data, kind = self._payload(actions)
+        if kind == "batch":
+            calls = [(a.contract, self.encode(a)) for a in actions]
+            data = encode_aggregate3(calls, allow_failure=False)
+        return await self._estimate(to, data)
+
     async def _estimate(self, to: str, data: bytes) -> int:
         """Gas for the call at ``latest`` (the state the gate simulated), plus the margin.
 
@@ -226,8 +264,11 @@ class Transactions:
         *,
         nonce: int | None = None,
         regate: bool = True,
+        estimate: Awaitable[int] | None = None,
     ) -> bool:
         """Estimate, sign, persist and broadcast one transaction; False if nothing was sent.
+
+        ``estimate`` is this group's gas estimate already under way (``start_estimates``).
 
         A call that started failing since the gate makes the estimate revert:
         the calls are simulated again, the failures finished, the rest sent.
@@ -236,12 +277,8 @@ class Transactions:
         """
         replacing = nonce is not None
         to, data, kind = self._payload(actions)
-        probe = data
-        if kind == "batch":
-            calls = [(a.contract, self.encode(a)) for a in actions]
-            probe = encode_aggregate3(calls, allow_failure=False)
         try:
-            gas_limit = await self._estimate(to, probe)
+            gas_limit = await (self._estimate_group(actions) if estimate is None else estimate)
         except ExecutionRevertedError as exc:
             if kind == "call" or not regate:
                 verdict, reason = classify_revert(revert_data(exc), actions[0].protocol)

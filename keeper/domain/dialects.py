@@ -15,6 +15,7 @@ Pure: ABI encoding with eth_abi, no provider. Detection (the I/O) is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -105,12 +106,21 @@ class CallShape:
         object.__setattr__(self, "types", types)
 
     def encode(self, subject: str) -> bytes:
-        """Calldata for this call about ``subject`` (decimal job id or ``0x`` task id)."""
-        values = [
-            _subject_value(typ, subject) if a.source == SUBJECT else a.value
-            for typ, a in zip(self.types, self.args, strict=True)
-        ]
-        return self.selector + encode(list(self.types), values)
+        """Calldata for this call about ``subject`` (decimal job id or ``0x`` task id).
+
+        Memoised: a due action is encoded at each gate, estimate and send of a
+        tick, and again on every tick until it lands.
+        """
+        return _encode_call(self, subject)
+
+
+@functools.lru_cache(maxsize=8192)
+def _encode_call(shape: CallShape, subject: str) -> bytes:
+    values = [
+        _subject_value(typ, subject) if a.source == SUBJECT else a.value
+        for typ, a in zip(shape.types, shape.args, strict=True)
+    ]
+    return shape.selector + encode(list(shape.types), values)
 
 
 def _subject_value(typ: str, subject: str) -> object:
