@@ -88,7 +88,10 @@ class Density:
     def gas_per_tx(self) -> int:
         """The gas each transaction may use: a job of a steady wave needs about 450k before
         the storage refunds (a stage on jobs of an earlier transaction touches cold storage)."""
-        return min(TX_GAS_CAP, 300_000 + 450_000 * self.jobs_per_tx)
+        gas = 300_000 + 450_000 * self.jobs_per_tx
+        if gas > TX_GAS_CAP:
+            raise ValueError(f"{self.jobs_per_tx} jobs a transaction need more than 2**24 gas")
+        return gas
 
     @property
     def max_range(self) -> int:

@@ -63,6 +63,8 @@ def test_densities_fit_the_limits() -> None:
     assert sparse(20_000).events_per_block == 16
     assert -(-20_000 // sparse(20_000).events_per_block) <= SPARSE_BLOCKS
     assert pick_density("sparse", 40_000).jobs_per_tx == 4
+    with pytest.raises(ValueError, match="40 jobs a transaction need more than"):
+        _ = Density("big", jobs_per_tx=40, txs_per_block=1).gas_per_tx
     with pytest.raises(ValueError, match="unknown density 'thin'"):
         pick_density("thin", 1)
 
