@@ -3,13 +3,16 @@ lifecycles through the escrow, spread over transactions and blocks, with real de
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from web3 import Web3
 
+from bench.backfill import check_descriptions
 from bench.escrow_workload import (
     ANVIL_ARGS,
     DENSE,
@@ -18,6 +21,7 @@ from bench.escrow_workload import (
     SPARSE_BLOCKS,
     TX_GAS_CAP,
     Density,
+    Workload,
     deploy_driver,
     description,
     job_flows,
@@ -95,3 +99,21 @@ def test_job_flows_spread_lifecycles_over_blocks(chain: tuple[str, Deployment]) 
     # a second run continues the escrow's ids
     again = job_flows(url, d, driver, EVENTS_PER_JOB, density)
     assert again.first_job == wl.first_job + 10 and again.events == EVENTS_PER_JOB
+
+
+def test_the_backfill_benchmark_fails_on_a_missing_description(tmp_path: Path) -> None:
+    """A job stored without the description the workload created (a dropped or failed
+    read) fails the benchmark, naming the job; all of them stored passes."""
+    db = tmp_path / "keeper.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE jobs (job_id TEXT, description TEXT)")
+    conn.executemany("INSERT INTO jobs VALUES (?, ?)", [(str(j), description(j)) for j in (7, 8)])
+    conn.execute("INSERT INTO jobs VALUES ('9', NULL)")
+    conn.commit()
+    wl = Workload("dense", 24, 3, 7, 1, 1, 1, 0, 0.0)
+    with pytest.raises(RuntimeError, match="stored 2 of 3 job descriptions; job 9 has None"):
+        check_descriptions(db, wl)
+    conn.execute("UPDATE jobs SET description = ? WHERE job_id = '9'", (description(9),))
+    conn.commit()
+    conn.close()
+    assert check_descriptions(db, wl) == 3
