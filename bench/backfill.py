@@ -1,17 +1,21 @@
 """Benchmarks 1 and 5: backfill throughput against its ceiling and a naive baseline; memory.
 
-Three measurements over the same chain in one run:
+On the honest workload (``bench/escrow_workload.py``: job lifecycles through
+the devnet's ERC8183-shaped escrow, so every ``getJob`` answers), once dense
+and once sparse, each on its own fresh chain. Three measurements each:
 
 * **end to end**: ``keeper backfill`` as a subprocess into a fresh database
-  (process start, imports and the chain-id check included), peak RSS from
-  ``wait4``;
+  (process start, imports and the chain-id check included), peak RSS of the
+  child; afterwards every job's stored description is checked against the
+  one the workload created, so dropped or failed reads fail the benchmark;
 * **ceiling**: the same ``eth_getLogs`` ranges fetched and JSON-parsed,
-  nothing decoded or stored: no indexer on this node can beat it;
-* **naive**: web3.py ``get_logs`` + ``process_log`` per event + one INSERT
-  per row, on a prefix of the chain (it is too slow for all of it).
+  nothing decoded, read or stored: no indexer on this node can beat it;
+* **naive**: web3.py ``get_logs`` + ``process_log`` per event, the
+  ``getJob`` call of every ``JobCreated`` through web3 at the event's block,
+  and one INSERT per row, on a prefix of the chain (it is too slow for all).
 
 Memory then follows the daemon (``keeper run``) in steady state on the
-indexed database.
+indexed dense database.
 """
 
 from __future__ import annotations
@@ -42,36 +46,76 @@ from bench.common import (
     wait_http,
     write_config,
 )
-from bench.workload import job_flows
+from bench.escrow_workload import (
+    ANVIL_ARGS,
+    DENSE,
+    Density,
+    Workload,
+    deploy_driver,
+    description,
+    job_flows,
+    sparse,
+)
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.contracts import load_artifact
 from keeper.devnet.deploy import Deployment, deploy_all
 
-JOBS_PER_BLOCK = 250  # 1,500 events a block
-# blocks per eth_getLogs: ~12,000 logs a response, under the 10,000-20,000-log
-# caps hosted providers put on one answer
-MAX_RANGE = 8
+CONTRACT_NAME = "erc8183"
 
 
-async def ceiling(url: str, address: str, first: int, last: int, span: int) -> tuple[float, int]:
-    """Seconds to fetch and parse every range's logs with one keep-alive session, and the count."""
+_JOB_CREATED = "0x" + Web3.keccak(
+    text="JobCreated(uint256,address,address,address,uint48,address)"
+).hex().removeprefix("0x")
+_GET_JOB = "0xbf22c457"  # getJob(uint256)
+_READ_BATCH, _READS_AT_ONCE = 100, 4  # as the daemon sends them (keeper/sync/view_calls.py)
+
+
+async def ceiling(
+    url: str, address: str, first: int, last: int, span: int, *, reads: bool = False
+) -> tuple[float, int]:
+    """Seconds to fetch and parse every range's logs with one keep-alive session, and the count.
+
+    With ``reads``, also the raw ``getJob`` eth_call of every JobCreated at its block, in
+    batches of 100, four batches at once, answers JSON-parsed only: what the node itself
+    spends on the reads the indexer must make.
+    """
     count = 0
     start = time.perf_counter()
     async with aiohttp.ClientSession() as session:
+
+        async def post(body: Any) -> Any:
+            async with session.post(url, json=body) as resp:
+                return json.loads(await resp.read())
+
         for lo in range(first, last + 1, span):
             hi = min(last, lo + span - 1)
             flt = {"address": [address], "fromBlock": hex(lo), "toBlock": hex(hi)}
-            body = {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [flt]}
-            async with session.post(url, json=body) as resp:
-                raw = await resp.read()
-            count += len(json.loads(raw)["result"])
+            logs = (await post({"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs",
+                                "params": [flt]}))["result"]  # fmt: skip
+            count += len(logs)
+            if not reads:
+                continue
+            calls = [
+                {"jsonrpc": "2.0", "id": i, "method": "eth_call",
+                 "params": [{"to": address, "data": _GET_JOB + lg["topics"][1][2:]},
+                            lg["blockNumber"]]}
+                for i, lg in enumerate(x for x in logs if x["topics"][0] == _JOB_CREATED)
+            ]  # fmt: skip
+            step = _READ_BATCH * _READS_AT_ONCE
+            for i in range(0, len(calls), step):
+                chunk = calls[i : i + step]
+                batches = [chunk[j : j + _READ_BATCH] for j in range(0, len(chunk), _READ_BATCH)]
+                for answers in await asyncio.gather(*(post(b) for b in batches)):
+                    if any("result" not in a for a in answers):
+                        raise RuntimeError(f"a getJob read failed: {answers[0]}")
     return time.perf_counter() - start, count
 
 
 def naive(url: str, address: str, first: int, last: int, span: int, db: Path) -> tuple[float, int]:
-    """web3.py ``get_logs`` + ``process_log`` per event + one INSERT per row, commit per range."""
+    """web3.py ``get_logs`` + ``process_log`` per event + ``getJob`` per JobCreated at its
+    block + one INSERT per row, one commit per range (per-row commits would measure fsync)."""
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 120}))
-    abi, _ = load_artifact("EventEmitter")
+    abi, _ = load_artifact("ERC8183")
     contract = w3.eth.contract(address=Web3.to_checksum_address(address), abi=abi)
     by_topic: dict[str, Any] = {}
     for item in abi:
@@ -84,6 +128,7 @@ def naive(url: str, address: str, first: int, last: int, span: int, db: Path) ->
         "CREATE TABLE events (block_hash TEXT, log_index INTEGER, block_number INTEGER, "
         "name TEXT, args TEXT, PRIMARY KEY (block_hash, log_index))"
     )
+    conn.execute("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, description TEXT, job TEXT)")
     count = 0
     start = time.perf_counter()
     for lo in range(first, last + 1, span):
@@ -92,16 +137,52 @@ def naive(url: str, address: str, first: int, last: int, span: int, db: Path) ->
         for lg in logs:
             event = by_topic["0x" + lg["topics"][0].hex().removeprefix("0x")]
             decoded = event.process_log(lg)
+            args = dict(decoded["args"])
             conn.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
                 (decoded["blockHash"].to_0x_hex(), decoded["logIndex"], decoded["blockNumber"],
-                 decoded["event"], json.dumps(dict(decoded["args"]), default=str)),
+                 decoded["event"], json.dumps(args, default=str)),
             )  # fmt: skip
+            if decoded["event"] == "JobCreated":
+                job = contract.functions.getJob(args["jobId"]).call(
+                    block_identifier=decoded["blockNumber"]
+                )
+                conn.execute(
+                    "INSERT INTO jobs VALUES (?, ?, ?)",
+                    (str(args["jobId"]), job[10], json.dumps(job, default=str)),
+                )
             count += 1
-        conn.commit()  # one transaction per range: per-row commits would measure fsync
+        conn.commit()
     elapsed = time.perf_counter() - start
+    stored = conn.execute("SELECT count(*) FROM jobs WHERE description != ''").fetchone()[0]
+    jobs = conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
     conn.close()
+    if not jobs or stored != jobs:
+        raise RuntimeError(f"naive baseline read {stored} descriptions for {jobs} jobs")
     return elapsed, count
+
+
+def check_descriptions(db: Path, wl: Workload) -> int:
+    """How many jobs the backfill stored with the description the workload created.
+
+    Raises unless every job has it: a dropped, reverted or failed read (the reason
+    the benchmark had to change) must fail the benchmark, not make it faster.
+    """
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT job_id, description FROM jobs").fetchall()
+    conn.close()
+    stored = {int(job_id): text for job_id, text in rows}
+    wrong = [
+        j for j in range(wl.first_job, wl.first_job + wl.jobs)
+        if stored.get(j) != description(j)
+    ]  # fmt: skip
+    if wrong:
+        got = stored.get(wrong[0])
+        raise RuntimeError(
+            f"backfill stored {wl.jobs - len(wrong)} of {wl.jobs} job descriptions; "
+            f"job {wrong[0]} has {got!r}, expected {description(wrong[0])!r}"
+        )
+    return wl.jobs
 
 
 def run_backfill(config: Path) -> tuple[float, int, dict[str, Any]]:
@@ -136,11 +217,13 @@ def run_backfill(config: Path) -> tuple[float, int, dict[str, Any]]:
     return elapsed, peak_kb, summary
 
 
-def steady_memory(config_dir: Path, url: str, d: Deployment, seconds: float) -> dict[str, Any]:
+def steady_memory(
+    config_dir: Path, url: str, d: Deployment, seconds: float, max_range: int
+) -> dict[str, Any]:
     """RSS of ``keeper run`` (API on) on the indexed database, sampled after it settles."""
     port = free_port()
-    cfg = write_config(config_dir, "backfill", url, d, [("emitter", "erc8183", d.emitter)],
-                       api_port=port, poll_interval=1.0, max_range=MAX_RANGE)  # fmt: skip
+    cfg = write_config(config_dir, "backfill", url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
+                       api_port=port, poll_interval=1.0, max_range=max_range)  # fmt: skip
     proc = spawn_daemon(cfg, config_dir / "daemon.log")
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
@@ -156,66 +239,101 @@ def steady_memory(config_dir: Path, url: str, d: Deployment, seconds: float) -> 
         stop_daemon(proc)
 
 
-def bench_backfill(events: int, *, naive_events: int, steady_seconds: float, mode: str
-                   ) -> tuple[Result, Result]:  # fmt: skip
-    res = Result("backfill", mode)
+def _measure(
+    res: Result, node: AnvilProcess, work: Path, density: Density, events: int, naive_events: int
+) -> tuple[Deployment, int]:
+    """One density on a fresh chain: generate, ceiling, ``keeper backfill``, naive.
+
+    Returns the deployment and the backfill's peak RSS in KiB.
+    """
+    d = deploy_all(node.url)
+    driver = deploy_driver(node.url, d)
+    wl = job_flows(node.url, d, driver, events, density)
+    span = density.max_range
+    first, last = d.start_block, wl.last_block
+    blocks = last - first + 1
+    print(f"[backfill] {density.name}: {wl.events:,} events, {wl.jobs:,} jobs in {wl.blocks:,} "
+          f"blocks ({wl.transactions:,} transactions, {wl.gas_used / wl.transactions / 1e6:.1f}M "
+          f"gas each) generated in {wl.seconds:.0f} s", flush=True)  # fmt: skip
+    res.details["workload"] = {
+        "density": density.name, "events": wl.events, "jobs": wl.jobs, "blocks": wl.blocks,
+        "events_per_block": density.events_per_block, "jobs_per_tx": density.jobs_per_tx,
+        "txs_per_block": density.txs_per_block, "transactions": wl.transactions,
+        "gas_per_tx": round(wl.gas_used / wl.transactions),
+        "generate_seconds": round(wl.seconds, 1), "max_range": span,
+    }  # fmt: skip
+
+    c_secs, c_count = asyncio.run(ceiling(node.url, d.erc8183, first, last, span))
+    if c_count != wl.events:
+        raise RuntimeError(f"getLogs returned {c_count} escrow logs of {wl.events}")
+    r_secs, _ = asyncio.run(ceiling(node.url, d.erc8183, first, last, span, reads=True))
+
+    cfg = write_config(work, "backfill", node.url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
+                       max_range=span)  # fmt: skip
+    e_secs, peak_kb, summary = run_backfill(cfg)
+    if summary["events"] != wl.events:
+        raise RuntimeError(f"backfill indexed {summary['events']} of {wl.events} events")
+    conn = sqlite3.connect(work / "backfill.db")
+    stored = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    jobs = conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    reads = conn.execute("SELECT count(*) FROM chain_reads").fetchone()[0]
+    conn.close()
+    if stored != wl.events or jobs != wl.jobs:
+        raise RuntimeError(f"stored {stored} events / {jobs} jobs of {wl.events}/{wl.jobs}")
+    described = check_descriptions(work / "backfill.db", wl)
+
+    n_blocks = max(1, -(-naive_events // density.events_per_block))
+    n_last = min(last, wl.first_block + n_blocks - 1)
+    n_secs, n_count = naive(node.url, d.erc8183, wl.first_block, n_last, span,
+                            work / "naive.db")  # fmt: skip
+
+    eps = wl.events / e_secs
+    ceiling_eps = c_count / c_secs
+    naive_eps = n_count / n_secs
+    res.add("events/s end to end", eps, "ev/s", 30_000)
+    res.add("blocks/s end to end", blocks / e_secs, "blk/s")
+    res.add("share of the getLogs ceiling", eps / ceiling_eps, "x", 0.5)
+    res.add("speed-up over naive web3.py", eps / naive_eps, "x", 10)
+    res.add("ceiling (getLogs + JSON parse)", ceiling_eps, "ev/s")
+    res.add("share of the ceiling with the node's getJob reads", eps / (c_count / r_secs), "x")
+    res.add("ceiling with the getJob reads (raw eth_call)", c_count / r_secs, "ev/s")
+    res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
+    res.add("events/s inside the process", summary["events_per_second"], "ev/s")
+    res.details.update({
+        "end_to_end_seconds": round(e_secs, 2),
+        "in_process_seconds": summary["seconds"],
+        "in_process_events_per_second": summary["events_per_second"],
+        "ceiling_seconds": round(c_secs, 2),
+        "ceiling_with_reads_seconds": round(r_secs, 2),
+        "naive_events": n_count,
+        "naive_seconds": round(n_secs, 2),
+        "stored_events": stored, "jobs": jobs, "chain_reads": reads,
+        "descriptions_checked": described,
+        "backfill_peak_kb": peak_kb,
+    })  # fmt: skip
+    return d, peak_kb
+
+
+def bench_backfill(events: int, *, sparse_events: int, naive_events: int, steady_seconds: float,
+                   mode: str) -> list[Result]:  # fmt: skip
+    """backfill-dense of ``events``, backfill-sparse of ``sparse_events`` (each on its own
+    chain) and memory."""
+    out: list[Result] = []
     mem = Result("memory", mode)
-    with AnvilProcess(extra_args=ARCHIVE_ANVIL) as node, \
-            tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:  # fmt: skip
-        work = Path(tmp)
-        d = deploy_all(node.url)
-        wl = job_flows(node.url, d.emitter, events, jobs_per_block=JOBS_PER_BLOCK)
-        first, last = d.start_block, wl.last_block
-        blocks = last - first + 1
-        res.details["workload"] = {"events": wl.events, "jobs": wl.jobs, "blocks": blocks,
-                                   "generate_seconds": round(wl.seconds, 1),
-                                   "max_range": MAX_RANGE}  # fmt: skip
-
-        c_secs, c_count = asyncio.run(ceiling(node.url, d.emitter, first, last, MAX_RANGE))
-        assert c_count == wl.events, (c_count, wl.events)
-
-        cfg = write_config(work, "backfill", node.url, d, [("emitter", "erc8183", d.emitter)],
-                           max_range=MAX_RANGE)  # fmt: skip
-        e_secs, peak_kb, summary = run_backfill(cfg)
-        if summary["events"] != wl.events:
-            raise RuntimeError(f"backfill indexed {summary['events']} of {wl.events} events")
-        conn = sqlite3.connect(work / "backfill.db")
-        stored = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-        jobs = conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
-        reads = conn.execute("SELECT count(*) FROM chain_reads").fetchone()[0]
-        conn.close()
-        if stored != wl.events or jobs != wl.jobs:
-            raise RuntimeError(f"stored {stored} events / {jobs} jobs of {wl.events}/{wl.jobs}")
-
-        n_span = max(1, naive_events // (JOBS_PER_BLOCK * 6)) if naive_events else 0
-        n_last = min(last, wl.first_block + n_span - 1)
-        n_secs, n_count = naive(node.url, d.emitter, wl.first_block, n_last, MAX_RANGE,
-                                work / "naive.db")  # fmt: skip
-
-        eps = wl.events / e_secs
-        ceiling_eps = c_count / c_secs
-        naive_eps = n_count / n_secs
-        res.add("events/s end to end", eps, "ev/s", 30_000)
-        res.add("blocks/s end to end", blocks / e_secs, "blk/s")
-        res.add("share of the getLogs ceiling", eps / ceiling_eps, "x", 0.5)
-        res.add("speed-up over naive web3.py", eps / naive_eps, "x", 10)
-        res.add("ceiling (getLogs + JSON parse)", ceiling_eps, "ev/s")
-        res.add("naive (web3 process_log + INSERT)", naive_eps, "ev/s")
-        res.details.update({
-            "end_to_end_seconds": round(e_secs, 2),
-            "in_process_seconds": summary["seconds"],
-            "in_process_events_per_second": summary["events_per_second"],
-            "ceiling_seconds": round(c_secs, 2),
-            "naive_events": n_count,
-            "naive_seconds": round(n_secs, 2),
-            "stored_events": stored, "jobs": jobs, "chain_reads": reads,
-        })  # fmt: skip
-        res.add("events/s inside the process", summary["events_per_second"], "ev/s")
-
-        steady = steady_memory(work, node.url, d, steady_seconds)
-        mem.add(f"peak RSS, backfill of {wl.events:,} events", peak_kb / 1024, "MB", 150,
-                higher=False)  # fmt: skip
-        mem.add("RSS steady state after (daemon + API)", steady["rss_kb_max"] / 1024, "MB", 150,
-                higher=False)  # fmt: skip
-        mem.details.update({"events": wl.events, **steady, "backfill_peak_kb": peak_kb})
-    return res, mem
+    for density, size in ((DENSE, events), (sparse(sparse_events), sparse_events)):
+        res = Result(f"backfill-{density.name}", mode)
+        with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node, \
+                tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:  # fmt: skip
+            work = Path(tmp)
+            d, peak_kb = _measure(res, node, work, density, size, min(naive_events, size // 2))
+            mem.add(f"peak RSS, {density.name} backfill of {res.details['stored_events']:,} "
+                    "events", peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
+            mem.details[f"{density.name}_backfill_peak_kb"] = peak_kb
+            if density is DENSE:
+                steady = steady_memory(work, node.url, d, steady_seconds, density.max_range)
+                mem.add("RSS steady state after (daemon + API)", steady["rss_kb_max"] / 1024,
+                        "MB", 150, higher=False)  # fmt: skip
+                mem.details.update({"events": res.details["stored_events"], **steady})
+        out.append(res)
+    out.append(mem)
+    return out

@@ -2,7 +2,9 @@
 
 The stage profile (``bench.profile --stages``) shows where a backfill spends
 its time, but its stages overlap (the pipeline fetches while it commits).
-Here every stage runs by itself on the same real getLogs answer from anvil,
+Here every stage runs by itself on the same real getLogs answer from anvil
+(the dense honest workload, ``bench/escrow_workload.py``) and on the real
+``getJob`` answers of its jobs,
 so the figures add up: their sum is the CPU one event costs the indexing
 process, and 1 / sum the most events a second one Python process can index
 whatever the pipeline does. The pickle rows price the alternative of parsing
@@ -22,19 +24,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.backfill import JOBS_PER_BLOCK, MAX_RANGE
-from bench.workload import job_flows
+from bench.common import ARCHIVE_ANVIL
+from bench.escrow_workload import ANVIL_ARGS, DENSE, deploy_driver, job_flows
 from keeper.compose import tune_gc
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, Event, Protocol
+from keeper.domain.views import decode_view, encode_view
 from keeper.rpc.validate import validate_logs
 from keeper.store.db import connect
 from keeper.store.index_store import Batch, IndexStore
 from keeper.store.migrations import migrate
 
 ROUNDS = 3
+MAX_RANGE = DENSE.max_range
 
 
 def _per_event(fn: Callable[[], Any], events: int) -> float:
@@ -66,33 +70,55 @@ def _apply_all(events: list[Event]) -> None:
         conn.close()
 
 
+def _post(url: str, body: list[dict[str, Any]]) -> bytes:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as resp:
+        return bytes(resp.read())
+
+
+def _get_jobs(url: str, escrow: str, events: list[Event]) -> list[bytes]:
+    """The raw getJob answer of every JobCreated, read at its block as the indexer does."""
+    calls = [
+        {"jsonrpc": "2.0", "id": i, "method": "eth_call",
+         "params": [{"to": escrow, "data": "0x" + encode_view("getJob", e.subject or "").hex()},
+                    hex(e.log.block_number)]}
+        for i, e in enumerate(x for x in events if x.name == "JobCreated")
+    ]  # fmt: skip
+    out: list[bytes] = []
+    for i in range(0, len(calls), 500):
+        replies = sorted(json.loads(_post(url, calls[i : i + 500])), key=lambda r: r["id"])
+        out += [bytes.fromhex(r["result"][2:]) for r in replies]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
     args = parser.parse_args()
     tune_gc()  # as the daemon and `keeper backfill` run
-    with AnvilProcess() as node:
+    with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node:
         d = deploy_all(node.url)
-        job_flows(node.url, d.emitter, args.events, jobs_per_block=JOBS_PER_BLOCK)
-        query = {"address": [d.emitter], "fromBlock": "0x0", "toBlock": "latest"}
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [query]})
-        request = urllib.request.Request(
-            node.url, body.encode(), {"content-type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=300) as resp:
-            raw = resp.read()
-    result = json.loads(raw)["result"]
-    n = len(result)
-    logs = validate_logs(result, addresses=[d.emitter])
-    protocols = {d.emitter.lower(): Protocol.ERC8183}
-    times = {lg.block_number: 1 for lg in logs}
-    events = decode_logs(logs, protocols, times)
+        job_flows(node.url, d, deploy_driver(node.url, d), args.events, DENSE)
+        query = {"address": [d.erc8183], "fromBlock": "0x0", "toBlock": "latest"}
+        raw = _post(node.url, [{"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs",
+                                "params": [query]}])  # fmt: skip
+        result = json.loads(raw)[0]["result"]
+        n = len(result)
+        logs = validate_logs(result, addresses=[d.erc8183])
+        protocols = {d.erc8183.lower(): Protocol.ERC8183}
+        times = {lg.block_number: 1 for lg in logs}
+        events = decode_logs(logs, protocols, times)
+        answers = _get_jobs(node.url, d.erc8183, events)
     rows: list[tuple[str, float]] = [
         ("json.loads of the getLogs body", _per_event(lambda: json.loads(raw), n)),
-        ("validate_logs", _per_event(lambda: validate_logs(result, addresses=[d.emitter]), n)),
+        ("validate_logs", _per_event(lambda: validate_logs(result, addresses=[d.erc8183]), n)),
         ("decode_logs", _per_event(lambda: decode_logs(logs, protocols, times), n)),
+        (f"decode_view of {len(answers):,} getJob answers",
+         _per_event(lambda: [decode_view("getJob", a) for a in answers], n)),
         ("apply_batch (SQLite, projections)", _per_event(lambda: _apply_all(events), n)),
-    ]
+    ]  # fmt: skip
     pickled_logs, pickled_events = pickle.dumps(logs, 5), pickle.dumps(events, 5)
     shipping = [
         ("pickle.loads of parsed logs", _per_event(lambda: pickle.loads(pickled_logs), n)),

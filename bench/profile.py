@@ -1,6 +1,7 @@
 """Profile the in-process backfill (``python -m bench.profile [EVENTS] [--stages]``).
 
-The same workload and config as the backfill benchmark. By default a
+The same workload (``--density dense`` or ``sparse``) and config as the
+backfill benchmark. By default a
 pyinstrument call tree (text, plus HTML under ``bench/results/``); with
 ``--stages``, wall and CPU seconds per indexer stage, measured by wrapping
 the stage methods, which shows how much of the wall time is spent waiting
@@ -20,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.backfill import JOBS_PER_BLOCK, MAX_RANGE
+from bench.backfill import CONTRACT_NAME
 from bench.common import ARCHIVE_ANVIL, RESULTS, write_config
-from bench.workload import job_flows
+from bench.escrow_workload import ANVIL_ARGS, deploy_driver, job_flows, pick_density
 from keeper import app
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
@@ -73,13 +74,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
     parser.add_argument("--stages", action="store_true", help="per-stage wall/CPU seconds")
+    parser.add_argument("--density", choices=["dense", "sparse"], default="dense")
     args = parser.parse_args()
-    with AnvilProcess(extra_args=ARCHIVE_ANVIL) as node, \
+    density = pick_density(args.density, args.events)
+    with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node, \
             tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp:  # fmt: skip
         d = deploy_all(node.url)
-        job_flows(node.url, d.emitter, args.events, jobs_per_block=JOBS_PER_BLOCK)
-        cfg = write_config(Path(tmp), "prof", node.url, d, [("emitter", "erc8183", d.emitter)],
-                           max_range=MAX_RANGE)  # fmt: skip
+        wl = job_flows(node.url, d, deploy_driver(node.url, d), args.events, density)
+        print(f"{wl.events:,} events in {wl.blocks:,} blocks, generated in {wl.seconds:.0f} s")
+        cfg = write_config(Path(tmp), "prof", node.url, d,
+                           [(CONTRACT_NAME, "erc8183", d.erc8183)],
+                           max_range=density.max_range)  # fmt: skip
         run = functools.partial(app.run_backfill, str(cfg), to_block=None, progress=False)
         if args.stages:
             wall: dict[str, float] = defaultdict(float)

@@ -4,6 +4,11 @@ One transaction per block (anvil automines each), so the chain looks like a
 busy contract on a real network: every block holds a full job lifecycle for a
 few hundred jobs (JobCreated, BudgetSet, JobFunded, JobSubmitted, JobCompleted,
 PaymentReleased: 6 events per job).
+
+The emitter has no ``getJob``: every read the indexer makes of these jobs
+reverts, so this traffic does not take the path real contracts do. Only the
+API benchmark uses it (it measures requests while blocks arrive); the backfill
+benchmarks use ``bench/escrow_workload.py``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ __all__ = ["ARTIFACT_NAMES", "load_abi", "load_artifact", "taskmarket_abi"]
 
 ARTIFACT_NAMES: tuple[str, ...] = (
     "AgenticCommerce",
+    "BulkJobDriver",
     "ERC8183",
     "ERC8183EventEmitter",
     "EventEmitter",
