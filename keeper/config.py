@@ -77,8 +77,8 @@ class ChainConfig:
     max_range: v.PosInt = 2000
     min_range: v.PosInt = 1
     # a historical batch (one getLogs answer, one commit) stays under these
-    batch_events: v.PosInt = 10_000
-    batch_bytes: v.PosInt = 8_388_608
+    batch_events: v.PosInt = 5_000
+    batch_bytes: v.PosInt = 4_194_304
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:
         """(name, url) pairs: the name is what metrics and logs show, never the URL."""

@@ -43,6 +43,9 @@ GROW_AFTER = 5
 DENSITY_GROWTH = 2
 # Blocks in the first query when answers are bounded: nothing is known yet.
 DENSITY_START = 4
+# An answer past this many times ``max_bytes`` is dropped unread and its range
+# halved: slack for a density estimate a little off, a hard stop for a jump.
+ANSWER_CAP_FACTOR = 2
 
 
 @dataclass(slots=True)
@@ -128,6 +131,25 @@ class RangePolicy:
                 max_events=self.max_events,
                 max_bytes=self.max_bytes,
             )
+        return self.span
+
+    def answer_cap(self, span: int) -> int | None:
+        """The most bytes an answer of ``span`` blocks may have before it is dropped.
+
+        None (no cap) for a single block, which must be read whatever its
+        size, and for a policy without a byte bound.
+        """
+        if self.max_bytes is None or span <= 1:
+            return None
+        return ANSWER_CAP_FACTOR * self.max_bytes
+
+    def on_answer_too_large(self, span: int) -> int:
+        """An answer of ``span`` blocks passed ``answer_cap``: halve what density allows.
+
+        The provider's size is untouched (it served the answer), so a quiet
+        stretch later grows back at the density pace.
+        """
+        self._fit = max(1, span // 2)
         return self.span
 
     def on_too_large(

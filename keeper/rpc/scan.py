@@ -8,7 +8,10 @@ waited it out and the error here means the retries ran out.
 
 Each answer also teaches the policy its density (logs and bytes per block),
 so with a bounded policy the next range stays under its event and byte
-targets whatever the chain's density.
+targets whatever the chain's density. Where density jumps inside a range
+(a quiet contract turning busy), an answer longer than the policy's
+``answer_cap`` is dropped while it is read, before it is parsed, and fewer
+blocks are asked for: what one answer can cost in memory stays bounded.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from typing import Any, Protocol
 from keeper.domain.model import Log
 from keeper.domain.ranges import RangePolicy, span_hint
 from keeper.obs.logging import get_logger
-from keeper.rpc.errors import RangeTooLargeError, RateLimitedError, RpcTimeoutError
+from keeper.rpc.errors import (
+    AnswerTooLargeError,
+    RangeTooLargeError,
+    RateLimitedError,
+    RpcTimeoutError,
+)
 
 log = get_logger(__name__)
 
@@ -50,6 +58,7 @@ class LogSource(Protocol):
         to_block: int,
         *,
         topics: Sequence[Any] | None = None,
+        max_bytes: int | None = None,
     ) -> list[Log]: ...
 
 
@@ -75,7 +84,14 @@ async def scan_logs(
         lo, hi = rng
         span = hi - lo + 1
         try:
-            logs = await client.get_logs(addrs, lo, hi, topics=topics)
+            logs = await client.get_logs(
+                addrs, lo, hi, topics=topics, max_bytes=policy.answer_cap(span)
+            )
+        except AnswerTooLargeError:
+            # denser than the last answers said: ask for fewer blocks, not read it all
+            new = policy.on_answer_too_large(span)
+            log.info("log_answer_over_bound", from_block=lo, to_block=hi, size=new)
+            continue
         except RangeTooLargeError as exc:
             suggested, cap = span_hint(exc.failure.suggested_range, exc.failure.max_span)
             new = policy.on_too_large(suggested, hard_cap=cap, tried=span)

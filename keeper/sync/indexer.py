@@ -72,8 +72,8 @@ class SyncSettings:
     min_range: int = 1
     max_range: int = 2000
     # a historical batch stays under these (a single larger block is one batch)
-    batch_events: int = 10_000
-    batch_bytes: int = 8 * 1024 * 1024
+    batch_events: int = 5_000
+    batch_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(slots=True)

@@ -219,6 +219,23 @@ class TestBoundedAnswers:
         with pytest.raises(ValueError):
             RangePolicy(max_bytes=0)
 
+    def test_answer_cap_spares_single_blocks(self) -> None:
+        """Multi-block answers are capped at twice the byte bound; one block never is."""
+        policy = RangePolicy(size=2000, max_bytes=1000)
+        assert policy.answer_cap(2) == 2000
+        assert policy.answer_cap(1) is None
+        assert RangePolicy(size=2000).answer_cap(50) is None
+
+    def test_answer_over_the_cap_halves_the_density_span_only(self) -> None:
+        """A dropped answer halves what density allows; the provider size stays."""
+        policy = RangePolicy(size=2000, maximum=2000, max_bytes=1000)
+        for _ in range(6):
+            policy.on_answer(policy.span, 0, 0)
+        assert policy.span == 256
+        assert policy.on_answer_too_large(256) == 128
+        assert policy.size == 2000
+        assert policy.on_answer_too_large(3) == 1
+
     def test_short_tail_keeps_what_was_learned(self) -> None:
         """A query clipped at the range's end does not reset the allowed span."""
         assert fit_span(400, 3, 0, 0, max_events=100, max_bytes=None) == 400
