@@ -43,7 +43,7 @@ def wire_size(lg: Log) -> int:
     """The bytes ``lg`` took in the JSON answer, estimated from its fields.
 
     The answer's own length is gone by the time logs are validated; this
-    estimate is within a few percent of it and what bounds a batch's bytes.
+    estimate, close to it, is what bounds a batch's bytes.
     """
     return LOG_WIRE_FIXED + TOPIC_WIRE * len(lg.topics) + 2 * len(lg.data)
 
