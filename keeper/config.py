@@ -76,6 +76,9 @@ class ChainConfig:
     request_timeout: v.PosFloat = 10.0
     max_range: v.PosInt = 2000
     min_range: v.PosInt = 1
+    # a historical batch (one getLogs answer, one commit) stays under these
+    batch_events: v.PosInt = 5_000
+    batch_bytes: v.PosInt = 4_194_304
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:
         """(name, url) pairs: the name is what metrics and logs show, never the URL."""

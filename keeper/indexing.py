@@ -170,6 +170,8 @@ def sync_settings(cfg: Config) -> SyncSettings:
         window=cfg.chain.window,
         min_range=cfg.chain.min_range,
         max_range=cfg.chain.max_range,
+        batch_events=cfg.chain.batch_events,
+        batch_bytes=cfg.chain.batch_bytes,
     )
 
 

@@ -10,6 +10,7 @@ from keeper.rpc.client import BlockRef, RpcClient, block_param, tx_hash_of
 from keeper.rpc.config import EndpointConfig, redact_url
 from keeper.rpc.errors import (
     AlreadyKnownError,
+    AnswerTooLargeError,
     EndpointRejectedError,
     ExecutionRevertedError,
     InsufficientFundsError,
@@ -34,6 +35,7 @@ from keeper.rpc.validate import InvalidResponse
 
 __all__ = [
     "AlreadyKnownError",
+    "AnswerTooLargeError",
     "BlockRef",
     "EndpointConfig",
     "EndpointRejectedError",

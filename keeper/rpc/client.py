@@ -176,11 +176,13 @@ class RpcClient(JsonRpcTransport):
         to_block: int,
         *,
         topics: Sequence[Any] | None = None,
+        max_bytes: int | None = None,
     ) -> list[Log]:
         """Logs of ``addresses`` in the inclusive range, validated and in chain order.
 
         A refused range raises ``RangeTooLargeError`` at once (no retry): the
-        scanner shrinks the range, using the failure's hints.
+        scanner shrinks the range, using the failure's hints. An answer longer
+        than ``max_bytes`` is dropped before it is parsed (``AnswerTooLargeError``).
         """
         if from_block > to_block:
             raise ValueError("from_block must not exceed to_block")
@@ -198,6 +200,7 @@ class RpcClient(JsonRpcTransport):
             parse=lambda r: validate_logs(
                 r, addresses=addrs, from_block=from_block, to_block=to_block
             ),
+            max_body=max_bytes,
         )
         return result
 

@@ -62,6 +62,15 @@ class RangeTooLargeError(RpcFatalError):
     """The provider refused a log query as too large; shrink the range and ask again."""
 
 
+class AnswerTooLargeError(RangeTooLargeError):
+    """An answer passed the size the caller bounded it to, and was dropped unread.
+
+    Our own bound, not the provider's: the node served it, so the range is
+    shrunk for this density without teaching the policy anything about the
+    provider's limits.
+    """
+
+
 class ExecutionRevertedError(RpcFatalError):
     """The EVM reverted; ``revert_data`` holds the raw revert bytes when the node sent them."""
 

@@ -5,6 +5,13 @@ commit each chunk with its cursor. A refusal shrinks the next query (to the
 provider's suggested span when it gave one) and the same blocks are asked
 again; a rate limit never shrinks anything, the transport has already
 waited it out and the error here means the retries ran out.
+
+Each answer also teaches the policy its density (logs and bytes per block),
+so with a bounded policy the next range stays under its event and byte
+targets whatever the chain's density. Where density jumps inside a range
+(a quiet contract turning busy), an answer longer than the policy's
+``answer_cap`` is dropped while it is read, before it is parsed, and fewer
+blocks are asked for: what one answer can cost in memory stays bounded.
 """
 
 from __future__ import annotations
@@ -15,9 +22,30 @@ from typing import Any, Protocol
 from keeper.domain.model import Log
 from keeper.domain.ranges import RangePolicy, span_hint
 from keeper.obs.logging import get_logger
-from keeper.rpc.errors import RangeTooLargeError, RateLimitedError, RpcTimeoutError
+from keeper.rpc.errors import (
+    AnswerTooLargeError,
+    RangeTooLargeError,
+    RateLimitedError,
+    RpcTimeoutError,
+)
 
 log = get_logger(__name__)
+
+# What one log costs on the wire besides its topics and data: the field names,
+# the address, block and transaction hashes and the hex numbers of a getLogs
+# entry (anvil's entries, with their ``blockTimestamp``, are about this long).
+LOG_WIRE_FIXED = 330
+# One topic: 66 hex characters, quotes and a comma.
+TOPIC_WIRE = 69
+
+
+def wire_size(lg: Log) -> int:
+    """The bytes ``lg`` took in the JSON answer, estimated from its fields.
+
+    The answer's own length is gone by the time logs are validated; this
+    estimate, close to it, is what bounds a batch's bytes.
+    """
+    return LOG_WIRE_FIXED + TOPIC_WIRE * len(lg.topics) + 2 * len(lg.data)
 
 
 class LogSource(Protocol):
@@ -30,6 +58,7 @@ class LogSource(Protocol):
         to_block: int,
         *,
         topics: Sequence[Any] | None = None,
+        max_bytes: int | None = None,
     ) -> list[Log]: ...
 
 
@@ -55,7 +84,14 @@ async def scan_logs(
         lo, hi = rng
         span = hi - lo + 1
         try:
-            logs = await client.get_logs(addrs, lo, hi, topics=topics)
+            logs = await client.get_logs(
+                addrs, lo, hi, topics=topics, max_bytes=policy.answer_cap(span)
+            )
+        except AnswerTooLargeError:
+            # denser than the last answers said: ask for fewer blocks, not read it all
+            new = policy.on_answer_too_large(span)
+            log.info("log_answer_over_bound", from_block=lo, to_block=hi, size=new)
+            continue
         except RangeTooLargeError as exc:
             suggested, cap = span_hint(exc.failure.suggested_range, exc.failure.max_span)
             new = policy.on_too_large(suggested, hard_cap=cap, tried=span)
@@ -72,6 +108,7 @@ async def scan_logs(
         except RateLimitedError:
             policy.on_rate_limited()
             raise
-        policy.on_success()
+        policy.on_answer(span, len(logs), sum(map(wire_size, logs)))
         yield lo, hi, logs
+        del logs  # not held while the next answer is awaited
         cursor = hi + 1

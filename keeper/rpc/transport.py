@@ -39,7 +39,7 @@ from tenacity import (
 from keeper.domain.rpc_errors import RpcFailure, classify, retryable
 from keeper.obs.logging import get_logger
 from keeper.rpc.config import EndpointConfig, scrub
-from keeper.rpc.errors import RpcError, error_for
+from keeper.rpc.errors import AnswerTooLargeError, RpcError, error_for
 from keeper.rpc.health import EndpointHealth, endpoint_fault, rank, seconds_until_available
 from keeper.rpc.observer import NullObserver, RpcObserver
 from keeper.rpc.replies import (
@@ -241,8 +241,15 @@ class JsonRpcTransport:
 
     # --- one HTTP exchange -----------------------------------------------------
 
-    async def _post(self, ep: _Endpoint, body: Any, method: str) -> tuple[Any, float]:
-        """POST one JSON-RPC body; returns (decoded JSON, start time) or raises RpcError."""
+    async def _post(
+        self, ep: _Endpoint, body: Any, method: str, max_body: int | None = None
+    ) -> tuple[Any, float]:
+        """POST one JSON-RPC body; returns (decoded JSON, start time) or raises RpcError.
+
+        ``max_body`` is a caller's tighter bound on the reply: past it the reply
+        is dropped unparsed and ``AnswerTooLargeError`` raised (no retry).
+        """
+        limit = self._max_body if max_body is None else min(max_body, self._max_body)
         session = self._session_get()
         async with ep.throttler:
             started = self._clock()
@@ -250,7 +257,7 @@ class JsonRpcTransport:
                 async with session.post(ep.config.url, json=body) as resp:
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
-                    raw = await read_capped(resp, self._max_body)
+                    raw = await read_capped(resp, limit)
             except TimeoutError:
                 failure = RpcFailure("timeout", f"no answer within {self._timeout}s")
                 raise self._fail(ep, method, failure, started) from None
@@ -260,6 +267,10 @@ class JsonRpcTransport:
                 if failure.kind not in ("timeout", "transient"):
                     failure = RpcFailure("transient", failure.message)
                 raise self._fail(ep, method, failure, started) from None
+        if raw is None and limit < self._max_body:
+            failure = RpcFailure("range_too_large", f"answer larger than {limit} bytes")
+            err = self._fail(ep, method, failure, started)
+            raise AnswerTooLargeError(err.failure, method=method, endpoint=err.endpoint)
         if raw is None:
             failure = RpcFailure("transient", f"reply larger than {self._max_body} bytes")
             raise self._fail(ep, method, failure, started)
@@ -298,13 +309,14 @@ class JsonRpcTransport:
         nullable: bool = False,
         parse: Parser[T] | None = None,
         attempts: int | None = None,
+        max_body: int | None = None,
     ) -> Any:
         """Call ``method`` with retries and failover; returns the (parsed) result.
 
         ``nullable`` allows a ``null`` result (a block or receipt not found);
         ``parse`` validates and converts the result, and an ``InvalidResponse``
         from it counts as a garbage answer. ``attempts`` lowers the attempt
-        budget for this call.
+        budget for this call; ``max_body`` bounds the reply's bytes.
         """
         tries = 0
 
@@ -312,7 +324,7 @@ class JsonRpcTransport:
             nonlocal tries
             tries += 1
             ep = await self._pick_when_ready()
-            return await self._request_once(ep, method, params, nullable, parse)
+            return await self._request_once(ep, method, params, nullable, parse, max_body)
 
         try:
             return await self._retrying(attempts)(once)
@@ -345,10 +357,11 @@ class JsonRpcTransport:
         params: Sequence[Any],
         nullable: bool,
         parse: Parser[T] | None,
+        max_body: int | None = None,
     ) -> Any:
         rid = next(self._ids)
         body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": list(params)}
-        reply, started = await self._post(ep, body, method)
+        reply, started = await self._post(ep, body, method, max_body)
         result = self._reply_value(ep, method, reply, rid, nullable, parse, started)
         self._ok(ep, method, started)
         return result

@@ -280,8 +280,10 @@ class IndexStore:
                 f"batch would move the cursor back from {current.indexed_block} to "
                 f"{batch.indexed_block}; roll back first"
             )
-        known = [event_row(cid, e) for e in batch.events if e.name is not None]
-        unknown = [event_row(cid, e) for e in batch.events if e.name is None]
+        known: list[tuple[Any, ...]] = []
+        unknown: list[tuple[Any, ...]] = []
+        for e in batch.events:
+            (known if e.name is not None else unknown).append(event_row(cid, e))
         insert = f"INSERT OR IGNORE INTO events ({'chain_id, ' + EVENT_COLS}) VALUES "
         insert += f"({','.join('?' * 15)})"
         before = c.total_changes
@@ -310,9 +312,11 @@ class IndexStore:
 
         touched = {(e.contract, e.subject) for e in batch.events if e.subject is not None}
         touched.update((r.contract, r.subject) for r in batch.reads if r.subject)
-        in_batch = {(e.contract, e.log.block_hash) for e in batch.events}
-        for r in batch.reads:
-            if not r.subject and (r.contract, r.block_hash) not in in_batch:
+        late = [r for r in batch.reads if not r.subject]
+        # the blocks of this batch's events, only needed for contract-level reads
+        in_batch = {(e.contract, e.log.block_hash) for e in batch.events} if late else set()
+        for r in late:
+            if (r.contract, r.block_hash) not in in_batch:
                 # a contract-level read arriving late: touch the subjects at its block
                 in_batch.add((r.contract, r.block_hash))
                 touched.update(

@@ -83,7 +83,9 @@ class Projections:
             read = known_reads.get((row[0], row[1], row[2], row[4])) or read_from_row(row)
             reads.setdefault((read.contract, read.subject), []).append(read)
 
-        for e in fresh:
+        # the cache keeps the newest entries: a batch larger than it would only
+        # evict its own first events, so only its tail is remembered
+        for e in fresh[-self.decoded_max :]:
             if e.subject is not None:
                 self.remember((e.log.block_hash, e.log.log_index), e)
         keys = {(e.log.block_hash, e.log.log_index) for e in fresh}

@@ -25,22 +25,25 @@ from typing import Literal
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
-from keeper.domain.ranges import RangePolicy
+from keeper.domain.ranges import RangePolicy, split_by_block
 from keeper.domain.reads import ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.errors import RpcError
-from keeper.rpc.scan import scan_logs
+from keeper.rpc.scan import scan_logs, wire_size
 from keeper.rpc.validate import bloom_may_contain
 from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
 from keeper.sync.view_calls import execute_reads, read_views
 
 log = get_logger(__name__)
 
-# Historical ranges fetched ahead of the one being committed: one keeps the node
-# busy while we write; more would only hold more logs in memory.
+# Historical batches fetched ahead of the one being committed: one keeps the node
+# busy while we write; more would only hold more logs in memory. Each batch is
+# bounded by ``batch_events`` and ``batch_bytes`` (one block at least), so what
+# is held is at most the answer being cut, this many batches and the one being
+# committed.
 PREFETCH_RANGES = 1
 
 
@@ -68,6 +71,9 @@ class SyncSettings:
     window: int = 128
     min_range: int = 1
     max_range: int = 2000
+    # a historical batch stays under these (a single larger block is one batch)
+    batch_events: int = 5_000
+    batch_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -102,7 +108,11 @@ class Indexer:
         self.protocols = {c.address: c.protocol for c in contracts}
         self.addresses = sorted(self.protocols)
         self.policy = RangePolicy(
-            size=settings.max_range, minimum=settings.min_range, maximum=settings.max_range
+            size=settings.max_range,
+            minimum=settings.min_range,
+            maximum=settings.max_range,
+            max_events=settings.batch_events,
+            max_bytes=settings.batch_bytes,
         )
         self.state = SyncState()
         self._checked_window = False
@@ -240,11 +250,35 @@ class Indexer:
         try:
             chunks = scan_logs(self.rpc, self.addresses, start, end, self.policy)
             async for _lo, hi, logs in chunks:
-                await queue.put(await self._fetch_range(hi, logs))
+                for piece, piece_hi in self._pieces(logs, hi):
+                    await queue.put(await self._fetch_range(piece_hi, piece))
+                del logs  # the answer is not held while the next one is fetched
         except Exception as exc:  # handed to the committing side, which raises it
             await queue.put(exc)
             return
         await queue.put(None)
+
+    def _pieces(self, logs: list[Log], hi: int) -> list[tuple[list[Log], int]]:
+        """An answer cut at block boundaries into batches within the batch bounds.
+
+        Usually one piece (the policy sized the range to fit); several when the
+        density jumped inside the range. Each piece but the last ends at its
+        last log's block, the last at ``hi``, so the pieces cover the range
+        without a gap and each commits its own cursor.
+        """
+        cuts = split_by_block(
+            logs,
+            lambda lg: lg.block_number,
+            wire_size,
+            max_items=self.settings.batch_events,
+            max_bytes=self.settings.batch_bytes,
+        )
+        if len(cuts) <= 1:
+            return [(logs, hi)]
+        pieces = [(logs[a:b], logs[b - 1].block_number) for a, b in cuts]
+        pieces[-1] = (pieces[-1][0], hi)
+        log.debug("log_answer_split", to_block=hi, logs=len(logs), batches=len(pieces))
+        return pieces
 
     async def _fetch_range(self, hi: int, logs: list[Log]) -> _Fetched:
         numbers = sorted({lg.block_number for lg in logs} | {hi})

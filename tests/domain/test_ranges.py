@@ -1,4 +1,5 @@
-"""The adaptive log-range policy shrinks on refusals, grows slowly, ignores 429s."""
+"""The adaptive log-range policy shrinks on refusals, grows slowly, ignores 429s,
+and keeps answers under their event and byte bounds by learning the density."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keeper.domain.ranges import RangePolicy, span_hint
+from keeper.domain.ranges import DENSITY_START, RangePolicy, fit_span, span_hint, split_by_block
 
 
 class TestRangePolicy:
@@ -152,3 +153,145 @@ def test_refusal_always_shrinks_above_minimum(start: int, suggestion: int | None
     """A refusal strictly shrinks the size unless it is already at the minimum."""
     policy = RangePolicy(size=start, maximum=200_000)
     assert policy.on_too_large(suggestion) < start
+
+
+class TestBoundedAnswers:
+    def test_unbounded_policy_spans_its_size(self) -> None:
+        """Without event or byte bounds the span is the provider size, as before."""
+        policy = RangePolicy(size=500)
+        assert not policy.bounded
+        assert policy.next_range(0, 10_000) == (0, 499)
+        policy.on_answer(500, 1_000_000, 10**9)
+        assert policy.span == 500
+
+    def test_starts_small_and_doubles_on_a_quiet_chain(self) -> None:
+        """Nothing is known at first: a few blocks, then at most twice the span per answer."""
+        policy = RangePolicy(size=2000, maximum=2000, max_events=1000, max_bytes=10**6)
+        assert policy.span == DENSITY_START
+        seen = []
+        while policy.span < 2000:
+            seen.append(policy.span)
+            policy.on_answer(policy.span, 0, 0)
+        assert seen == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+        assert policy.span == 2000  # the provider size still caps it
+
+    def test_provider_size_grows_only_when_asked_for(self) -> None:
+        """Queries held below the size by density do not grow the size."""
+        policy = RangePolicy(size=100, grow_after=1, max_events=10)
+        for _ in range(5):
+            policy.on_answer(policy.span, 40, 0)
+        assert policy.size == 100
+
+    def test_dense_answer_sizes_the_next_range_to_the_event_bound(self) -> None:
+        """3,000 events a block under a 10,000 bound: three blocks a query."""
+        policy = RangePolicy(size=2000, max_events=10_000, max_bytes=10**9)
+        policy.on_answer(4, 12_000, 12_000 * 600)
+        assert policy.span == 3
+        policy.on_answer(3, 9_000, 9_000 * 600)
+        assert policy.span == 3
+
+    def test_byte_bound_wins_for_large_events(self) -> None:
+        """Few events with big data are bounded by bytes, not by count."""
+        policy = RangePolicy(size=2000, max_events=10_000, max_bytes=1_000_000)
+        policy.on_answer(4, 40, 1_600_000)
+        assert policy.span == 2
+
+    def test_a_block_over_the_bound_is_asked_alone(self) -> None:
+        """One block can hold more than the bound; the span never drops below one block."""
+        policy = RangePolicy(size=2000, max_events=100)
+        policy.on_answer(4, 4_000, 0)
+        assert policy.span == 1
+        assert policy.next_range(7, 100) == (7, 7)
+
+    def test_refusals_still_shrink_a_bounded_policy(self) -> None:
+        """The provider's refusal caps the span below what density would allow."""
+        policy = RangePolicy(size=2000, max_events=10**6)
+        for _ in range(10):
+            policy.on_answer(policy.span, 0, 0)
+        assert policy.span == 2000
+        policy.on_too_large(None, tried=2000)
+        assert policy.span == 1000
+
+    def test_rejects_empty_bounds(self) -> None:
+        """A bound of zero events or bytes is a programming error."""
+        with pytest.raises(ValueError):
+            RangePolicy(max_events=0)
+        with pytest.raises(ValueError):
+            RangePolicy(max_bytes=0)
+
+    def test_answer_cap_spares_single_blocks(self) -> None:
+        """Multi-block answers are capped at twice the byte bound; one block never is."""
+        policy = RangePolicy(size=2000, max_bytes=1000)
+        assert policy.answer_cap(2) == 2000
+        assert policy.answer_cap(1) is None
+        assert RangePolicy(size=2000).answer_cap(50) is None
+
+    def test_answer_over_the_cap_halves_the_density_span_only(self) -> None:
+        """A dropped answer halves what density allows; the provider size stays."""
+        policy = RangePolicy(size=2000, maximum=2000, max_bytes=1000)
+        for _ in range(6):
+            policy.on_answer(policy.span, 0, 0)
+        assert policy.span == 256
+        assert policy.on_answer_too_large(256) == 128
+        assert policy.size == 2000
+        assert policy.on_answer_too_large(3) == 1
+
+    def test_short_tail_keeps_what_was_learned(self) -> None:
+        """A query clipped at the range's end does not reset the allowed span."""
+        assert fit_span(400, 3, 0, 0, max_events=100, max_bytes=None) == 400
+        assert fit_span(400, 3, 30, 0, max_events=100, max_bytes=None) == 10
+
+
+@given(
+    span=st.integers(min_value=1, max_value=5_000),
+    events=st.integers(min_value=0, max_value=10**7),
+    nbytes=st.integers(min_value=0, max_value=10**10),
+    max_events=st.integers(min_value=1, max_value=100_000),
+    max_bytes=st.integers(min_value=1, max_value=10**8),
+)
+def test_fit_keeps_the_same_density_within_bounds(
+    span: int, events: int, nbytes: int, max_events: int, max_bytes: int
+) -> None:
+    """At the density just seen, the next span's events and bytes stay within the bounds
+    (unless it is a single block), and it never more than doubles."""
+    fit = fit_span(span, span, events, nbytes, max_events=max_events, max_bytes=max_bytes)
+    assert 1 <= fit <= 2 * span
+    if fit > 1:
+        assert fit * events <= max_events * span
+        assert fit * nbytes <= max_bytes * span
+
+
+blocks = st.lists(
+    st.tuples(st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=500)),
+    max_size=40,
+)
+
+
+@given(
+    layout=blocks,
+    max_items=st.none() | st.integers(min_value=1, max_value=60),
+    max_bytes=st.none() | st.integers(min_value=1, max_value=5_000),
+)
+def test_split_by_block_keeps_blocks_whole_and_slices_bounded(
+    layout: list[tuple[int, int]], max_items: int | None, max_bytes: int | None
+) -> None:
+    """Slices cover every item in order, never cut a block, and each is within the
+    bounds unless it is one block on its own."""
+    items = [(b, size) for b, (count, size) in enumerate(layout) for _ in range(count)]
+    cuts = split_by_block(
+        items, lambda it: it[0], lambda it: it[1], max_items=max_items, max_bytes=max_bytes
+    )
+    assert [i for a, b in cuts for i in range(a, b)] == list(range(len(items)))
+    for a, b in cuts:
+        piece = items[a:b]
+        assert a == 0 or items[a - 1][0] != items[a][0]  # starts a block
+        if len({blk for blk, _ in piece}) > 1:
+            assert max_items is None or len(piece) <= max_items
+            assert max_bytes is None or sum(s for _, s in piece) <= max_bytes
+
+
+def test_split_by_block_isolates_an_oversized_block() -> None:
+    """A block over the bound is a slice alone; its neighbours are not merged into it."""
+    items = [1, 2, 2, 2, 2, 3]
+    cuts = split_by_block(items, lambda b: b, lambda _: 1, max_items=2, max_bytes=None)
+    assert cuts == [(0, 1), (1, 5), (5, 6)]

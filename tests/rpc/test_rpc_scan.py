@@ -51,6 +51,24 @@ class TestScan:
         assert_covers(ranges, 0, 120)
         assert [lg.block_number for lg in logs] == log_chain.log_blocks
 
+    async def test_answers_over_the_byte_cap_are_dropped_and_the_range_shrunk(
+        self, client: RpcClient, proxy: RpcProxy, log_chain: LogChain
+    ) -> None:
+        """With a byte bound that fits one log, longer multi-block answers are dropped while
+        read, fewer blocks asked for, and every log is still found exactly once."""
+        policy = RangePolicy(size=64, maximum=64, max_bytes=300)
+        assert policy.answer_cap(2) == 600
+        for _ in range(5):  # a quiet stretch before: density allows the full size
+            policy.on_answer(policy.span, 0, 0)
+        assert policy.span == 64
+        ranges, logs = await collect(client, 0, 120, policy)
+        assert_covers(ranges, 0, 120)
+        assert [lg.block_number for lg in logs] == log_chain.log_blocks
+        assert len(spans(proxy)) > len(ranges)  # some answers were dropped and asked again
+        per_range = [sum(1 for b in log_chain.log_blocks if lo <= b <= hi) for lo, hi in ranges]
+        assert all(n <= 1 for (lo, hi), n in zip(ranges, per_range, strict=True) if hi > lo)
+        assert policy.size == 64  # the provider's size is not what refused
+
     @pytest.mark.parametrize("style", ["alchemy", "infura", "reth"])
     async def test_suggested_range_is_used(
         self, style: str, client: RpcClient, proxy: RpcProxy, log_chain: LogChain

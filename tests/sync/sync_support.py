@@ -15,7 +15,7 @@ from keeper.devnet.deploy import Deployment
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import Timing, TrafficGenerator
 from keeper.errors import RetryableError
-from keeper.indexing import build_indexing
+from keeper.indexing import IndexListener, build_indexing
 from keeper.rpc.client import RpcClient
 from keeper.store.db import connect
 from keeper.store.migrations import migrate
@@ -73,12 +73,14 @@ class Harness:
     yields is committed and reported by the same consumer the daemon runs.
     """
 
-    def __init__(self, cfg: Config, rpc: RpcClient | None = None) -> None:
+    def __init__(
+        self, cfg: Config, rpc: RpcClient | None = None, listener: IndexListener | None = None
+    ) -> None:
         self.cfg = cfg
         self.conn = connect(cfg.database.path)
         migrate(self.conn)
         self.rpc = rpc or build_rpc(cfg, None)
-        self.indexing = build_indexing(cfg, self.rpc, self.conn)
+        self.indexing = build_indexing(cfg, self.rpc, self.conn, listener)
         self.store = self.indexing.store
         self.indexer = self.indexing.indexer
         self.retries = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,11 @@ async def test_converges_under_429s_timeouts_range_refusals_and_a_lagging_endpoi
 async def test_429s_never_shrink_the_log_range(
     anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
 ) -> None:
-    """Rate limits back the endpoint off; every query still spans the full configured range."""
+    """Rate limits back the endpoint off; no query spans less than the one before it.
+
+    The range grows from the policy's first few blocks (nothing is known of the
+    density yet) to the configured range; eight 429s on the way shrink nothing.
+    """
     await asyncio.to_thread(bulk_events, anvil.url, deployed, 40, 2)
     with RpcProxy(anvil.url) as proxy:
         proxy.rules.on("eth_getLogs", rate_limit=8, retry_after=0.05)
@@ -98,7 +103,9 @@ async def test_429s_never_shrink_the_log_range(
             assert proxy.count("rate_limit", "eth_getLogs") == 8
             observed = spans(proxy)
             assert len(observed) >= 8 + 4
-            assert all(span == 10 for span in observed[:-1]), observed
+            body = observed[:-1]  # the last query is clipped at the head
+            assert all(a <= b for a, b in itertools.pairwise(body)), observed
+            assert body.count(10) >= 4, observed
             assert h.indexer.policy.size >= 10
         finally:
             await h.close()
