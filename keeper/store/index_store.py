@@ -62,12 +62,13 @@ DEFAULT_DECODED_CACHE: Final = 5_000
 ZERO_HASH: Final = "0x" + "00" * 32
 WRITER_CACHE_KIB: Final = 16_384
 
-# table -> columns excluded from dump() because they are wall-clock volatile
+# table -> columns excluded from dump() because they depend on when the index was built
+# (the wall clock; which block a node could serve a read at), not on the chain
 INDEX_TABLES: Final[dict[str, tuple[str, ...]]] = {
     "events": (),
     "blocks": (),
     "cursor": ("updated_at",),
-    "chain_reads": (),
+    "chain_reads": ("source",),
     "jobs": (),
     "tasks": (),
 }
@@ -300,10 +301,10 @@ class IndexStore:
         )
         c.executemany(
             "INSERT OR REPLACE INTO chain_reads (chain_id, contract, subject, kind, "
-            "block_number, block_hash, result_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "block_number, block_hash, result_json, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (cid, r.contract, r.subject, r.kind, r.block_number, r.block_hash,
-                 encode_args(r.result))
+                 encode_args(r.result), r.source)
                 for r in batch.reads
             ],
         )  # fmt: skip

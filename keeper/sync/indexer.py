@@ -26,7 +26,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy
-from keeper.domain.reads import ReadRequest
+from keeper.domain.reads import STABLE_KINDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
@@ -415,7 +415,8 @@ class Indexer:
         return decode_logs(logs, self.protocols, {n: h.timestamp for n, h in headers.items()})
 
     async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
-        return await execute_reads(self.rpc, events)
+        head = self.state.head.number if self.state.head is not None else None
+        return await execute_reads(self.rpc, events, finalized=self.state.finalized, head=head)
 
     async def commit(self, batch: BlockBatch) -> Changes:
         """Yield a batch, first adding fresh reads of what was read at the head below it."""
@@ -428,7 +429,7 @@ class Indexer:
         head = self.state.head.number if self.state.head is not None else batch.indexed_block
         kept = [r for r in self._tip_reads or [] if r.block_number >= first]
         self._tip_reads = kept + [
-            ReadRequest(r.contract, r.subject, r.kind, r.block_number, r.block_hash)
+            ReadRequest(r.contract, r.subject, r.kind, r.block_number, r.block_hash, _kept(r))
             for r in batch.reads
             if r.block_number >= head
         ]
@@ -457,6 +458,11 @@ class Indexer:
         canonical = {h.number: h.hash for h in self.view.window()}
         due = [r for r in below if canonical.get(r.block_number) == r.block_hash]
         return await read_views(self.rpc, due) if due else []
+
+
+def _kept(read: ChainRead) -> tuple[str, ...]:
+    """The fields a read recorded only its stable part of keeps on a re-read (see reads)."""
+    return tuple(k for k in read.result if k != "error") if read.kind in STABLE_KINDS else ()
 
 
 def _first_block(batch: BlockBatch) -> int:

@@ -1,0 +1,206 @@
+"""`keeper backfill` against a node that keeps no historical state (anvil --prune-history).
+
+Every job's description still arrives, read from a later block and recorded with
+that block as its source; a read whose fields can change (a task's evaluator
+config) cannot be taken from a later block, so it is recorded as missing with the
+node's reason, and the backfill still completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web3 import Web3
+
+from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
+from keeper.devnet.contracts import load_abi
+from keeper.devnet.deploy import (
+    EVALUATOR_FEE_BPS,
+    PLATFORM_FEE_BPS,
+    TASK_PLATFORM_FEE_BPS,
+    connect,
+    deploy_contract,
+    send_call,
+)
+
+KEEPER = [sys.executable, "-m", "keeper"]
+PRUNE = 16
+JOBS = 6
+CLIENT, EVALUATOR = DEV_KEYS[1], DEV_KEYS[2]
+
+
+def pruned_anvil(slots_in_an_epoch: int) -> Iterator[AnvilProcess]:
+    node = AnvilProcess(
+        slots_in_an_epoch=slots_in_an_epoch, extra_args=["--prune-history", str(PRUNE)]
+    ).start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(params=[4, 12], ids=["finalized-state-kept", "finalized-state-pruned"])
+def node(request: pytest.FixtureRequest) -> Iterator[AnvilProcess]:
+    """anvil's finalized tag is two epochs below the head: 8 blocks (its state is
+    kept) or 24 blocks (pruned too, so only the head has state)."""
+    yield from pruned_anvil(int(request.param))
+
+
+def address_of(key: str) -> str:
+    return str(Web3().eth.account.from_key(key).address)
+
+
+def create_jobs(w3: Web3, commerce: str) -> dict[str, str]:
+    """Jobs with distinct descriptions, one block each; job id -> description."""
+    c = w3.eth.contract(address=Web3.to_checksum_address(commerce), abi=load_abi("AgenticCommerce"))
+    evaluator = Web3.to_checksum_address(address_of(EVALUATOR))
+    expiry = int(w3.eth.get_block("latest")["timestamp"]) + 86_400
+    out = {}
+    for i in range(JOBS):
+        text = json.dumps({"brief": f"job {i}", "n": "é" * i})
+        fn = c.functions.createJob("0x" + "00" * 20, evaluator, expiry, text, "0x" + "00" * 20, 0)
+        send_call(w3, CLIENT, fn)
+        out[str(i + 1)] = text
+    return out
+
+
+def mine(w3: Web3, blocks: int) -> None:
+    w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+
+
+def write_config(tmp: Path, node: AnvilProcess, contracts: list[tuple[str, str, str, int]]) -> Path:
+    blocks = "\n".join(
+        f'[[contracts]]\nname = "{n}"\nprotocol = "{p}"\naddress = "{a}"\nstart_block = {b}\n'
+        for n, p, a, b in contracts
+    )
+    path = tmp / "pruned.toml"
+    path.write_text(
+        f"[chain]\nchain_id = {node.chain_id}\nrpc_urls = [{json.dumps(node.url)}]\n\n"
+        f"[database]\npath = {json.dumps(str(tmp / 'pruned.db'))}\n\n"
+        f"[api]\nenabled = false\n\n{blocks}"
+    )
+    return path
+
+
+def backfill(config: Path, tmp: Path) -> dict[str, Any]:
+    """The daemon's own backfill command, as an operator runs it."""
+    env = dict(os.environ, KEEPER_LOG__FORMAT="json")
+    proc = subprocess.run(
+        [*KEEPER, "backfill", "--config", str(config), "--no-progress"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    summary: dict[str, Any] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    return summary
+
+
+def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return [tuple(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_path: Path) -> None:
+    w3 = connect(node.url)
+    start = int(w3.eth.block_number) + 1
+    treasury = address_of(DEV_KEYS[-1])
+    commerce = deploy_contract(
+        w3, DEV_KEYS[0], "AgenticCommerce", treasury, PLATFORM_FEE_BPS, EVALUATOR_FEE_BPS
+    )
+    descriptions = create_jobs(w3, commerce)
+    created = int(w3.eth.block_number)
+    mine(w3, 3 * PRUNE)
+    # the node really has no state where the jobs were created
+    with pytest.raises(Exception, match="BlockOutOfRangeError"):
+        w3.eth.call({"to": Web3.to_checksum_address(commerce), "data": "0x"}, created)
+
+    config = write_config(tmp_path, node, [("commerce", "erc8183", commerce, start)])
+    backfill(config, tmp_path)
+
+    db = tmp_path / "pruned.db"
+    jobs = dict(rows(db, "SELECT job_id, description FROM jobs"))
+    assert jobs == descriptions
+    head = int(w3.eth.block_number)
+    sources = {s for (s,) in rows(db, "SELECT source FROM chain_reads WHERE kind = 'getJob'")}
+    assert len(sources) == 1, sources
+    (source,) = sources
+    where, _, number = source.rpartition(" ")
+    # the finalized block when its state is kept, else the head; never a pruned block
+    assert where in ("finalized block", "head block")
+    assert head - PRUNE < int(number) <= head
+    if node.slots_in_an_epoch * 2 > PRUNE:
+        assert where == "head block"
+    else:
+        assert where == "finalized block"
+    # a later block's answer keeps only fields that cannot have changed since the event
+    results = [json.loads(r) for (r,) in rows(db, "SELECT result_json FROM chain_reads")]
+    assert all("status" not in r and "budget" not in r for r in results)
+
+
+@pytest.fixture
+def plain_pruned() -> Iterator[AnvilProcess]:
+    yield from pruned_anvil(4)
+
+
+def test_a_changing_field_without_state_is_recorded_missing(
+    plain_pruned: AnvilProcess, tmp_path: Path
+) -> None:
+    """An evaluator config may change after the event, so no later block may answer for it:
+    it is recorded as missing with the node's reason, counted, and the backfill completes."""
+    node = plain_pruned
+    w3 = connect(node.url)
+    start = int(w3.eth.block_number) + 1
+    requester = DEV_KEYS[1]
+    usdc = deploy_contract(w3, DEV_KEYS[0], "MockUSDC")
+    market = deploy_contract(
+        w3,
+        DEV_KEYS[0],
+        "LegacyTaskMarket",
+        Web3.to_checksum_address(usdc),
+        Web3.to_checksum_address(address_of(DEV_KEYS[-1])),
+        TASK_PLATFORM_FEE_BPS,
+        False,
+    )
+    token = w3.eth.contract(address=Web3.to_checksum_address(usdc), abi=load_abi("MockUSDC"))
+    tm = w3.eth.contract(address=Web3.to_checksum_address(market), abi=load_abi("LegacyTaskMarket"))
+    me = Web3.to_checksum_address(address_of(requester))
+    send_call(w3, requester, token.functions.mint(me, 10**9))
+    send_call(w3, requester, token.functions.approve(tm.address, 10**9))
+    task_id = b"\x07" * 32
+    expiry = int(w3.eth.get_block("latest")["timestamp"]) + 86_400
+    send_call(w3, requester, tm.functions.createTask(task_id, 10**6, expiry, b"\x00" * 4))
+    evaluator = Web3.to_checksum_address(address_of(EVALUATOR))
+    send_call(
+        w3, requester, tm.functions.assignEvaluator(task_id, evaluator, 0, 500, 3600, 600, me)
+    )
+    mine(w3, 3 * PRUNE)
+
+    config = write_config(tmp_path, node, [("market", "taskmarket", market, start)])
+    backfill(config, tmp_path)
+
+    db = tmp_path / "pruned.db"
+    reads = rows(db, "SELECT kind, subject, source, result_json FROM chain_reads")
+    assert len(reads) == 1, reads
+    kind, subject, source, result_json = reads[0]
+    assert (kind, subject, source) == ("getTaskEvaluatorConfig", "0x" + "07" * 32, "missing")
+    result = json.loads(result_json)
+    assert result["error"] == "state unavailable"
+    assert "BlockOutOfRangeError" in result["reason"]
+    # the task is still indexed from its events (the evaluator is in EvaluatorAssigned);
+    # the windows only the config holds stay unknown rather than guessed
+    ((status, evaluator_col, windows),) = rows(
+        db, "SELECT status, evaluator, evaluation_window + appeal_window FROM tasks"
+    )
+    assert (status, evaluator_col, windows) == ("open", evaluator.lower(), 0)
