@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from web3 import Web3
+
+from keeper.api.dbstats import sqlite_sources
 
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
 from keeper.devnet.contracts import load_abi
@@ -30,6 +33,8 @@ from keeper.devnet.deploy import (
     deploy_contract,
     send_call,
 )
+from keeper.domain.model import Protocol
+from keeper.obs.dbgauges import DatabaseCollector
 
 KEEPER = [sys.executable, "-m", "keeper"]
 PRUNE = 16
@@ -204,3 +209,14 @@ def test_a_changing_field_without_state_is_recorded_missing(
         db, "SELECT status, evaluator, evaluation_window + appeal_window FROM tasks"
     )
     assert (status, evaluator_col, windows) == ("open", evaluator.lower(), 0)
+    # operators see it: the gauge the daemon's /metrics computes from the database
+    registry = CollectorRegistry()
+    registry.register(
+        DatabaseCollector(
+            sqlite_sources(db, node.chain_id), {market: ("market", Protocol.TASKMARKET)}
+        )
+    )
+    exposition = generate_latest(registry).decode()
+    assert 'keeper_chain_reads_missing{contract="market",kind="getTaskEvaluatorConfig"} 1.0' in (
+        exposition
+    )
