@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from web3 import Web3
 
 from keeper.api.dbstats import sqlite_sources
-
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
 from keeper.devnet.contracts import load_abi
 from keeper.devnet.deploy import (
