@@ -123,8 +123,8 @@ class ChainRead:
     block_number: int  # the block of the event that called for the read
     block_hash: str
     result: Mapping[str, ArgValue]
-    # where the state was read (keeper.domain.reads: "event block", "finalized block N",
-    # "head block N"); a later block holds only the fields that never change
+    # where the state was read (keeper.domain.reads): "event block", "finalized block N",
+    # "head block N", or "missing" when no block the node serves could answer exactly
     source: str = "event block"
 
 
