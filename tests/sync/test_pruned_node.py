@@ -34,6 +34,8 @@ from keeper.devnet.deploy import (
 )
 from keeper.domain.model import Protocol
 from keeper.obs.dbgauges import DatabaseCollector
+from keeper.store.db import connect as connect_db
+from keeper.store.subjects import detail
 
 KEEPER = [sys.executable, "-m", "keeper"]
 PRUNE = 16
@@ -151,6 +153,13 @@ def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_pa
     # a later block's answer keeps only fields that cannot have changed since the event
     results = [json.loads(r) for (r,) in rows(db, "SELECT result_json FROM chain_reads")]
     assert all("status" not in r and "budget" not in r for r in results)
+    conn = connect_db(db, readonly=True)
+    try:
+        text = detail(conn, "jobs", commerce, "1", chain_id=node.chain_id)
+    finally:
+        conn.close()
+    assert text is not None
+    assert [(r["kind"], r["source"]) for r in json.loads(text)["reads"]] == [("getJob", source)]
 
 
 @pytest.fixture
@@ -208,7 +217,16 @@ def test_a_changing_field_without_state_is_recorded_missing(
         db, "SELECT status, evaluator, evaluation_window + appeal_window FROM tasks"
     )
     assert (status, evaluator_col, windows) == ("open", evaluator.lower(), 0)
-    # operators see it: the gauge the daemon's /metrics computes from the database
+    # operators see it: in the task's API detail ...
+    conn = connect_db(db, readonly=True)
+    try:
+        text = detail(conn, "tasks", market, "0x" + "07" * 32, chain_id=node.chain_id)
+    finally:
+        conn.close()
+    assert text is not None
+    (read,) = json.loads(text)["reads"]
+    assert read["source"] == "missing" and "BlockOutOfRangeError" in read["missing"]
+    # ... and in the gauge the daemon's /metrics computes from the database
     registry = CollectorRegistry()
     registry.register(
         DatabaseCollector(
