@@ -428,11 +428,7 @@ class Indexer:
         self.state.indexed = batch.indexed_block
         head = self.state.head.number if self.state.head is not None else batch.indexed_block
         kept = [r for r in self._tip_reads or [] if r.block_number >= first]
-        self._tip_reads = kept + [
-            ReadRequest(r.contract, r.subject, r.kind, r.block_number, r.block_hash, _kept(r))
-            for r in batch.reads
-            if r.block_number >= head
-        ]
+        self._tip_reads = kept + [_again(r) for r in batch.reads if r.block_number >= head]
 
     async def _reread_tip(self, first: int) -> list[ChainRead]:
         """Read again, before a batch starting at block ``first`` is written, what was read
@@ -450,7 +446,7 @@ class Indexer:
             self._tip_reads = (
                 []
                 if cursor is None
-                else [ReadRequest(*r) for r in self.view.reads_from(cursor.indexed_block)]
+                else [_again(r) for r in self.view.reads_from(cursor.indexed_block)]
             )
         below = [r for r in self._tip_reads if r.block_number < first]
         if not below:
@@ -460,9 +456,12 @@ class Indexer:
         return await read_views(self.rpc, due) if due else []
 
 
-def _kept(read: ChainRead) -> tuple[str, ...]:
-    """The fields a read recorded only its stable part of keeps on a re-read (see reads)."""
-    return tuple(k for k in read.result if k != "error") if read.kind in STABLE_KINDS else ()
+def _again(read: ChainRead) -> ReadRequest:
+    """The request that makes ``read`` again, recording the same fields (see reads)."""
+    kept = tuple(k for k in read.result if k != "error") if read.kind in STABLE_KINDS else ()
+    return ReadRequest(
+        read.contract, read.subject, read.kind, read.block_number, read.block_hash, kept
+    )
 
 
 def _first_block(batch: BlockBatch) -> int:
