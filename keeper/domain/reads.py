@@ -25,9 +25,10 @@ Where each read is made (docs/reliability.md, "Reads on any node"):
   a stable read moves to the head; a read with no stable field is recorded as
   missing with the reason, which the reducers treat like a revert.
 
-A read made at a later block keeps only its stable fields, so nothing that
-can change is ever taken from the wrong block; ``ChainRead.source`` says where
-each read came from. Within the reorg window (above finality) reads stay at
+A read of a kind with stable fields records only those, wherever it was
+made: nothing that can change is ever taken from a later block, and two
+indexes of one chain hold the same reads whichever blocks their nodes could
+serve. ``ChainRead.source`` says where each read came from. Within the reorg window (above finality) reads stay at
 the event's block, as before, so reorg handling is unchanged there.
 
 Result mappings, by kind (keys are exactly these strings; ints may arrive as
@@ -160,7 +161,7 @@ STABLE_KINDS: Final = frozenset(kind for rules in _RULES.values() for _, kind, _
 
 
 def reads_for(event: Event) -> list[ReadRequest]:
-    """The reads an event needs, at the event's own block; [] for most events."""
+    """The reads an event needs, identified by the event's block; [] for most events."""
     if event.name is None or event.subject is None:
         return []
     rules = _RULES.get((event.protocol, event.name))
