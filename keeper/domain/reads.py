@@ -28,8 +28,9 @@ Where each read is made (docs/reliability.md, "Reads on any node"):
 A read of a kind with stable fields records only those, wherever it was
 made: nothing that can change is ever taken from a later block, and two
 indexes of one chain hold the same reads whichever blocks their nodes could
-serve. ``ChainRead.source`` says where each read came from. Within the reorg window (above finality) reads stay at
-the event's block, as before, so reorg handling is unchanged there.
+serve. ``ChainRead.source`` says where each read came from. Within the reorg
+window (above finality) reads stay at the event's block, as before, so reorg
+handling is unchanged there.
 
 Result mappings, by kind (keys are exactly these strings; ints may arrive as
 ``int`` or as a decimal string, the reducer accepts both):
