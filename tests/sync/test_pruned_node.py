@@ -119,6 +119,8 @@ def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_path: Path) -> None:
+    """Jobs created far below the pruning horizon: the backfill completes, every description
+    is in the index, and each read names the block whose state answered it."""
     w3 = connect(node.url)
     start = int(w3.eth.block_number) + 1
     treasury = address_of(DEV_KEYS[-1])
