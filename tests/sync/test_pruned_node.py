@@ -239,3 +239,49 @@ def test_a_changing_field_without_state_is_recorded_missing(
     assert 'keeper_chain_reads_missing{contract="market",kind="getTaskEvaluatorConfig"} 1.0' in (
         exposition
     )
+
+
+def test_a_legacy_escrows_immutable_token_arrives_from_a_later_block(
+    plain_pruned: AnvilProcess, tmp_path: Path
+) -> None:
+    """The legacy dialect's token is an immutable: its jobs' getJob and every legacy
+    BudgetSet's paymentToken() are answered from the finalized block, which the node has."""
+    node = plain_pruned
+    w3 = connect(node.url)
+    start = int(w3.eth.block_number) + 1
+    usdc = deploy_contract(w3, DEV_KEYS[0], "MockUSDC")
+    legacy = deploy_contract(
+        w3,
+        DEV_KEYS[0],
+        "LegacyAgenticCommerce",
+        Web3.to_checksum_address(usdc),
+        Web3.to_checksum_address(address_of(DEV_KEYS[-1])),
+        PLATFORM_FEE_BPS,
+        EVALUATOR_FEE_BPS,
+    )
+    c = w3.eth.contract(
+        address=Web3.to_checksum_address(legacy), abi=load_abi("LegacyAgenticCommerce")
+    )
+    evaluator = Web3.to_checksum_address(address_of(EVALUATOR))
+    expiry = int(w3.eth.get_block("latest")["timestamp"]) + 86_400
+    for i in range(2):
+        send_call(w3, CLIENT, c.functions.createJob(evaluator, evaluator, expiry, f"legacy {i}"))
+    for amount in (5, 7):  # two BudgetSet blocks: one paymentToken() call answers both
+        send_call(w3, CLIENT, c.functions.setBudget(1, amount, b""))
+    mine(w3, 3 * PRUNE)
+
+    config = write_config(tmp_path, node, [("legacy", "erc8183", legacy, start)])
+    backfill(config, tmp_path)
+
+    db = tmp_path / "pruned.db"
+    assert rows(db, "SELECT job_id, description, token, budget FROM jobs ORDER BY job_id") == [
+        ("1", "legacy 0", usdc, "7"),
+        ("2", "legacy 1", usdc, "0"),
+    ]
+    token_reads = rows(
+        db, "SELECT block_number, source, result_json FROM chain_reads WHERE kind = 'paymentToken'"
+    )
+    assert len({b for b, _, _ in token_reads}) == 2
+    assert len({(s, r) for _, s, r in token_reads}) == 1  # one answer, from one block
+    assert token_reads[0][1].startswith("finalized block ")
+    assert json.loads(token_reads[0][2]) == {"token": usdc}
