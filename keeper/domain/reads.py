@@ -71,7 +71,7 @@ __all__ = [
     "MISSING",
     "PAYMENT_TOKEN",
     "READ_KINDS",
-    "STABLE_KINDS",
+    "STABLE_FIELDS",
     "STATE_UNAVAILABLE",
     "ReadRequest",
     "ViewCall",
@@ -157,8 +157,8 @@ _RULES: Final[
     (Protocol.TASKMARKET, "TaskEvaluated"): ((None, GET_TASK_VERDICT, True, ()),),
 }
 
-# the kinds whose reads record only their stable fields
-STABLE_KINDS: Final = frozenset(kind for rules in _RULES.values() for _, kind, _, st in rules if st)
+# kind -> the stable fields its reads record (a dialect may add some: _STABLE_BY_VARIANT)
+STABLE_FIELDS: Final = {kind: st for rules in _RULES.values() for _, kind, _, st in rules if st}
 
 
 def reads_for(event: Event) -> list[ReadRequest]:

@@ -26,7 +26,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy
-from keeper.domain.reads import STABLE_KINDS, ReadRequest
+from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
@@ -457,8 +457,12 @@ class Indexer:
 
 
 def _again(read: ChainRead) -> ReadRequest:
-    """The request that makes ``read`` again, recording the same fields (see reads)."""
-    kept = tuple(k for k in read.result if k != "error") if read.kind in STABLE_KINDS else ()
+    """The request that makes ``read`` again, recording the same fields (see reads); a
+    read that failed records its kind's stable fields."""
+    kept: tuple[str, ...] = ()
+    if read.kind in STABLE_FIELDS:
+        kept = tuple(k for k in read.result if k not in ("error", "reason"))
+        kept = kept or STABLE_FIELDS[read.kind]
     return ReadRequest(
         read.contract, read.subject, read.kind, read.block_number, read.block_hash, kept
     )
