@@ -183,9 +183,14 @@ def reads_for(event: Event) -> list[ReadRequest]:
     ]
 
 
-def plan_calls(requests: Sequence[ReadRequest], *, finalized: int) -> list[ViewCall]:
-    """The calls that answer ``requests``: stable reads below finality at the finalized
-    block (one call per contract, kind and subject), every other read at its event's block.
+def plan_calls(
+    requests: Sequence[ReadRequest], *, finalized: int, head: int | None = None
+) -> list[ViewCall]:
+    """The calls that answer ``requests``: stable reads below finality at one later block
+    (one call per contract, kind and subject), every other read at its event's block.
+
+    The later block is the finalized one, or ``head`` when given (a node known to
+    keep no state at the finalized block).
     """
     calls: list[ViewCall] = []
     later: dict[tuple[str, str, str], list[ReadRequest]] = {}
@@ -196,9 +201,13 @@ def plan_calls(requests: Sequence[ReadRequest], *, finalized: int) -> list[ViewC
             calls.append(
                 ViewCall(req.contract, req.kind, req.subject, req.block_number, EVENT_BLOCK, (req,))
             )
-    source = f"finalized block {finalized}"
+    at, source = (
+        (finalized, f"finalized block {finalized}")
+        if head is None
+        else (head, f"head block {head}")
+    )
     calls.extend(
-        ViewCall(contract, kind, subject, finalized, source, tuple(reqs))
+        ViewCall(contract, kind, subject, at, source, tuple(reqs))
         for (contract, kind, subject), reqs in later.items()
     )
     return calls

@@ -35,7 +35,7 @@ from keeper.rpc.errors import RpcError
 from keeper.rpc.scan import scan_logs
 from keeper.rpc.validate import bloom_may_contain
 from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
-from keeper.sync.view_calls import execute_reads, read_views
+from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
 
@@ -105,6 +105,7 @@ class Indexer:
             size=settings.max_range, minimum=settings.min_range, maximum=settings.max_range
         )
         self.state = SyncState()
+        self.views = ViewReader(rpc)
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)
@@ -416,7 +417,7 @@ class Indexer:
 
     async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
         head = self.state.head.number if self.state.head is not None else None
-        return await execute_reads(self.rpc, events, finalized=self.state.finalized, head=head)
+        return await self.views.execute(events, finalized=self.state.finalized, head=head)
 
     async def commit(self, batch: BlockBatch) -> Changes:
         """Yield a batch, first adding fresh reads of what was read at the head below it."""
@@ -453,7 +454,7 @@ class Indexer:
             return []  # most commits: nothing was read at a head (no window query either)
         canonical = {h.number: h.hash for h in self.view.window()}
         due = [r for r in below if canonical.get(r.block_number) == r.block_hash]
-        return await read_views(self.rpc, due) if due else []
+        return await self.views.read(due) if due else []
 
 
 def _again(read: ChainRead) -> ReadRequest:

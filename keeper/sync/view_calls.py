@@ -5,9 +5,12 @@ other read at its event's block (the module docstring of ``keeper.domain.reads``
 says why). A node without state where a call was made (a full node asked
 about history) gets the stable reads again at the head; what still cannot be
 had is recorded as missing with the reason, never raised, so a full node
-indexes history. A revert or an undecodable answer is a fact about the
-contract and is recorded; a transient failure is not, so it is raised and the
-batch retried.
+indexes history. Once the node has had no state at the finalized block (a
+chain whose finality lags far behind its head), stable reads go straight to
+the head for the rest of the process: either block is exact for them, and
+asking the finalized block first would double every batch's calls. A revert
+or an undecodable answer is a fact about the contract and is recorded; a
+transient failure is not, so it is raised and the batch retried.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 
 from keeper.domain.model import ArgValue, ChainRead, Event
 from keeper.domain.reads import (
+    EVENT_BLOCK,
     MISSING,
     STATE_UNAVAILABLE,
     ReadRequest,
@@ -32,7 +36,7 @@ from keeper.rpc.errors import ExecutionRevertedError, StateUnavailableError
 from keeper.rpc.transport import DEFAULT_MAX_BATCH
 from keeper.rpc.validate import data
 
-__all__ = ["READS_AT_ONCE", "execute_reads", "read_views"]
+__all__ = ["READS_AT_ONCE", "ViewReader"]
 
 log = get_logger(__name__)
 
@@ -43,44 +47,61 @@ log = get_logger(__name__)
 READS_AT_ONCE = 4 * DEFAULT_MAX_BATCH
 
 
-async def execute_reads(
-    rpc: RpcClient, events: Sequence[Event], *, finalized: int = -1, head: int | None = None
-) -> list[ChainRead]:
-    """Every read the events call for, each once.
+class ViewReader:
+    """Makes the reads of indexed events; remembers whether the node keeps the finalized
+    block's state."""
 
-    ``finalized`` and ``head`` are the indexer's latest view of the chain; the
-    defaults read everything at its event's block, with no head to fall back to.
-    """
-    requests: dict[tuple[str, str, str, str], ReadRequest] = {}
-    for event in events:
-        for req in reads_for(event):
-            requests[(req.contract, req.subject, req.kind, req.block_hash)] = req
-    return await read_views(rpc, list(requests.values()), finalized=finalized, head=head)
+    def __init__(self, rpc: RpcClient) -> None:
+        self.rpc = rpc
+        self.finalized_state = True
 
+    async def execute(
+        self, events: Sequence[Event], *, finalized: int = -1, head: int | None = None
+    ) -> list[ChainRead]:
+        """Every read the events call for, each once.
 
-async def read_views(
-    rpc: RpcClient, todo: Sequence[ReadRequest], *, finalized: int = -1, head: int | None = None
-) -> list[ChainRead]:
-    out: list[ChainRead] = []
-    unavailable: list[tuple[ViewCall, StateUnavailableError]] = []
-    await _call_all(rpc, plan_calls(todo, finalized=finalized), out, unavailable)
-    if not unavailable:
+        ``finalized`` and ``head`` are the indexer's latest view of the chain; the
+        defaults read everything at its event's block, with no head to fall back to.
+        """
+        requests: dict[tuple[str, str, str, str], ReadRequest] = {}
+        for event in events:
+            for req in reads_for(event):
+                requests[(req.contract, req.subject, req.kind, req.block_hash)] = req
+        return await self.read(list(requests.values()), finalized=finalized, head=head)
+
+    async def read(
+        self, todo: Sequence[ReadRequest], *, finalized: int = -1, head: int | None = None
+    ) -> list[ChainRead]:
+        out: list[ChainRead] = []
+        unavailable: list[tuple[ViewCall, StateUnavailableError]] = []
+        at_head = None if self.finalized_state else head
+        calls = plan_calls(todo, finalized=finalized, head=at_head)
+        await _call_all(self.rpc, calls, out, unavailable)
+        if not unavailable:
+            return out
+        retry: list[ViewCall] = []
+        missing = 0
+        for call, exc in unavailable:
+            if call.source != EVENT_BLOCK:  # the finalized block (or the head) had no state
+                self.finalized_state = False
+            moved, lost = head_calls([call], head=-1 if head is None else head)
+            retry.extend(moved)
+            for c in lost:
+                missing += len(c.answers)
+                out.extend(_missing(c, exc))
+        again: list[tuple[ViewCall, StateUnavailableError]] = []
+        await _call_all(self.rpc, retry, out, again)
+        for call, exc in again:
+            missing += len(call.answers)
+            out.extend(_missing(call, exc))
+        log.info(
+            "reads_without_state",
+            calls=len(unavailable),
+            at_head=len(retry),
+            missing=missing,
+            finalized_state=self.finalized_state,
+        )
         return out
-    retry: list[ViewCall] = []
-    missing = 0
-    for call, exc in unavailable:
-        moved, lost = head_calls([call], head=-1 if head is None else head)
-        retry.extend(moved)
-        for c in lost:
-            missing += len(c.answers)
-            out.extend(_missing(c, exc))
-    again: list[tuple[ViewCall, StateUnavailableError]] = []
-    await _call_all(rpc, retry, out, again)
-    for call, exc in again:
-        missing += len(call.answers)
-        out.extend(_missing(call, exc))
-    log.info("reads_without_state", calls=len(unavailable), at_head=len(retry), missing=missing)
-    return out
 
 
 async def _call_all(

@@ -74,3 +74,13 @@ def test_a_stable_read_records_only_its_stable_fields_wherever_it_was_read() -> 
     assert stable_part(job(1, 10), answer) == {"description": "d", "client": "0x" + "c1" * 20}
     assert stable_part(job(1, 10), {"error": "reverted"}) == {"error": "reverted"}
     assert stable_part(config(10), {"evaluatorStake": 5}) == {"evaluatorStake": 5}
+
+
+def test_a_node_without_finalized_state_gets_final_stable_reads_at_the_head() -> None:
+    calls = plan_calls([job(1, 10), config(10), job(2, 95)], finalized=50, head=99)
+    where = {(c.kind, c.answers[0].block_number): (c.block_number, c.source) for c in calls}
+    assert where == {
+        (GET_JOB, 10): (99, "head block 99"),
+        (GET_TASK_EVALUATOR_CONFIG, 10): (10, EVENT_BLOCK),
+        (GET_JOB, 95): (95, EVENT_BLOCK),
+    }

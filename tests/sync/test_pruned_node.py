@@ -82,22 +82,29 @@ def mine(w3: Web3, blocks: int) -> None:
     w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
 
 
-def write_config(tmp: Path, node: AnvilProcess, contracts: list[tuple[str, str, str, int]]) -> Path:
+def write_config(
+    tmp: Path,
+    node: AnvilProcess,
+    contracts: list[tuple[str, str, str, int]],
+    *,
+    max_range: int = 2000,
+) -> Path:
     blocks = "\n".join(
         f'[[contracts]]\nname = "{n}"\nprotocol = "{p}"\naddress = "{a}"\nstart_block = {b}\n'
         for n, p, a, b in contracts
     )
     path = tmp / "pruned.toml"
     path.write_text(
-        f"[chain]\nchain_id = {node.chain_id}\nrpc_urls = [{json.dumps(node.url)}]\n\n"
+        f"[chain]\nchain_id = {node.chain_id}\nrpc_urls = [{json.dumps(node.url)}]\n"
+        f"max_range = {max_range}\n\n"
         f"[database]\npath = {json.dumps(str(tmp / 'pruned.db'))}\n\n"
         f"[api]\nenabled = false\n\n{blocks}"
     )
     return path
 
 
-def backfill(config: Path, tmp: Path) -> dict[str, Any]:
-    """The daemon's own backfill command, as an operator runs it."""
+def backfill(config: Path, tmp: Path) -> list[dict[str, Any]]:
+    """The daemon's own backfill command, as an operator runs it; its JSON log records."""
     env = dict(os.environ, KEEPER_LOG__FORMAT="json")
     proc = subprocess.run(
         [*KEEPER, "backfill", "--config", str(config), "--no-progress"],
@@ -106,8 +113,11 @@ def backfill(config: Path, tmp: Path) -> dict[str, Any]:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    summary: dict[str, Any] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    return summary
+    records: list[dict[str, Any]] = []
+    for line in proc.stderr.decode().splitlines():
+        if line.startswith("{"):
+            records.append(json.loads(line))
+    return records
 
 
 def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -134,8 +144,9 @@ def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_pa
     with pytest.raises(Exception, match="BlockOutOfRangeError"):
         w3.eth.call({"to": Web3.to_checksum_address(commerce), "data": "0x"}, created)
 
-    config = write_config(tmp_path, node, [("commerce", "erc8183", commerce, start)])
-    backfill(config, tmp_path)
+    # two blocks per range: the jobs' reads arrive over three batches
+    config = write_config(tmp_path, node, [("commerce", "erc8183", commerce, start)], max_range=2)
+    logs = backfill(config, tmp_path)
 
     db = tmp_path / "pruned.db"
     jobs = dict(rows(db, "SELECT job_id, description FROM jobs"))
@@ -148,10 +159,14 @@ def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_pa
     # the finalized block when its state is kept, else the head; never a pruned block
     assert where in ("finalized block", "head block")
     assert head - PRUNE < int(number) <= head
+    stateless = [r for r in logs if r.get("event") == "reads_without_state"]
     if node.slots_in_an_epoch * 2 > PRUNE:
         assert where == "head block"
+        # only the first batch asks the finalized block: later ones go to the head at once
+        assert len(stateless) == 1 and stateless[0]["finalized_state"] is False, stateless
     else:
         assert where == "finalized block"
+        assert stateless == []
     # a later block's answer keeps only fields that cannot have changed since the event
     results = [json.loads(r) for (r,) in rows(db, "SELECT result_json FROM chain_reads")]
     assert all("status" not in r and "budget" not in r for r in results)
