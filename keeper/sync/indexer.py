@@ -454,7 +454,10 @@ class Indexer:
             return []  # most commits: nothing was read at a head (no window query either)
         canonical = {h.number: h.hash for h in self.view.window()}
         due = [r for r in below if canonical.get(r.block_number) == r.block_hash]
-        return await self.views.read(due) if due else []
+        if not due:
+            return []
+        head = self.state.head.number if self.state.head is not None else None
+        return await self.views.read(due, head=head)
 
 
 def _again(read: ChainRead) -> ReadRequest:
