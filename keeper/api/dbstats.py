@@ -2,8 +2,8 @@
 
 Here rather than in ``obs`` because it reads the store, which ``obs`` may not
 import. Every row comes from :mod:`keeper.store.queries` (escrow sums exact
-ints, never summed through floats); this module only holds the connection and
-shapes the rows as the collector takes them.
+ints, never summed through floats) or :mod:`keeper.store.read_stats`; this
+module only holds the connection and shapes the rows as the collector takes them.
 
 Every provider tolerates a table that does not exist yet (a component not
 migrated): it returns no rows rather than failing the scrape.
@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from keeper.obs.dbgauges import CountRows, DbGaugeSources
 from keeper.store import queries
 from keeper.store.db import connect
+from keeper.store.read_stats import missing_reads
 
 __all__ = ["UNKNOWN_TOKEN", "sqlite_sources"]
 
@@ -84,4 +85,5 @@ def sqlite_sources(path: str | Path, chain_id: int | None = None) -> DbGaugeSour
         verdicts=lambda: db.run(
             lambda c: queries.verifications_by_status(c, chain_id=chain_id), []
         ),
+        missing_reads=lambda: db.run(lambda c: missing_reads(c, chain_id=chain_id), []),
     )

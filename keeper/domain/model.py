@@ -120,9 +120,12 @@ class ChainRead:
     contract: str
     subject: str
     kind: str  # e.g. "getJob", "getTaskEvaluatorConfig", "paymentToken"
-    block_number: int
+    block_number: int  # the block of the event that called for the read
     block_hash: str
     result: Mapping[str, ArgValue]
+    # where the state was read (keeper.domain.reads): "event block", "finalized block N",
+    # "head block N", or "missing" when no block the node serves could answer exactly
+    source: str = "event block"
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ FailureKind: TypeAlias = Literal[
     "timeout",
     "transient",
     "unknown_block",
+    "state_unavailable",
     "endpoint_rejected",
     "execution_reverted",
     "nonce_too_low",
@@ -259,6 +260,25 @@ _MESSAGE_TABLE: Final[tuple[tuple[FailureKind, tuple[str, ...]], ...]] = (
         ),
     ),
     (
+        # The node has the block but not its state: a full (non-archive) node asked
+        # about history. Deliberate and lasting for this node, so not retried; the
+        # caller decides (keeper.sync.view_calls reads immutable fields at a later block).
+        "state_unavailable",
+        (
+            "missing trie node",  # geth hash scheme, erigon 2, Nethermind
+            "historical state",  # geth path scheme: "historical state 0x.. is not available"
+            "state is not available",
+            "state not available",  # "state not available for block", erigon 3
+            "no state available",  # Nethermind "No state available for block 0x.."
+            "state unavailable",  # Besu "World state unavailable"
+            "is pruned",  # reth "state at block #123 is pruned"
+            "been pruned",  # "state at block 123 has been pruned"
+            "state pruned",
+            "archive state",  # Infura "project ID does not have access to archive state"
+            "requires an archive node",
+        ),
+    ),
+    (
         "unknown_block",
         (
             "unknown block",  # geth/anvil: a hash we do not (yet) know
@@ -281,7 +301,6 @@ _MESSAGE_TABLE: Final[tuple[tuple[FailureKind, tuple[str, ...]], ...]] = (
     (
         "transient",
         (
-            "missing trie node",  # pruned state: another (archive) endpoint may have it
             "connection reset",
             "connection refused",
             "connection closed",
@@ -328,7 +347,15 @@ _CODE_TABLE: Final[Mapping[int, FailureKind]] = {
 }
 
 
+# anvil answers a block beyond its head and a block whose state it pruned
+# (--prune-history) with the same text; the two numbers tell them apart.
+_ANVIL_OUT_OF_RANGE: Final = re.compile(r"block height is (\d+) but requested was (\d+)")
+
+
 def _message_kind(lowered: str) -> FailureKind | None:
+    m = _ANVIL_OUT_OF_RANGE.search(lowered)
+    if m and int(m.group(2)) < int(m.group(1)):
+        return "state_unavailable"
     for kind, needles in _MESSAGE_TABLE:
         if any(needle in lowered for needle in needles):
             return kind

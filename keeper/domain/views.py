@@ -14,6 +14,7 @@ from eth_abi.abi import decode as abi_decode
 from eth_utils.crypto import keccak
 
 from keeper.domain.model import ArgValue
+from keeper.domain.view_words import Slicer, slicer_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +152,14 @@ def decode_view(kind: str, data: bytes) -> dict[str, ArgValue]:
     ``getJob`` answers in one of two layouts (AgenticCommerce and legacy: 12
     fields, description 5th; ERC8183: 13 fields, description 11th). The string's
     head word tells them apart: it is the offset of the description's tail,
-    always 12 words in the first layout, 13 in the second.
+    always 12 words in the first layout, 13 in the second. Each layout is read
+    by the word slicer (``keeper.domain.view_words``) and by eth_abi only when
+    the slicer declines, so what is accepted and how it decodes is eth_abi's.
     """
-    if kind == "getJob":
-        return decode_get_job(data)
-    return _abi_decode_view(VIEWS[kind], data)
+    spec = _get_job_spec(data) if kind == "getJob" else VIEWS[kind]
+    slicer = _SLICERS.get(spec.output_type)
+    fast = slicer(data) if slicer is not None else None
+    return fast if fast is not None else _abi_decode_view(spec, data)
 
 
 def _abi_decode_view(spec: ViewSpec, data: bytes) -> dict[str, ArgValue]:
@@ -166,56 +170,28 @@ def _abi_decode_view(spec: ViewSpec, data: bytes) -> dict[str, ArgValue]:
 _WORD = 32
 _AC_DESCRIPTION_OFFSET = 12 * _WORD
 _ERC8183_DESCRIPTION_OFFSET = 13 * _WORD
-_ADDRESS_FIELDS = frozenset(name for name, typ in GET_JOB_ERC8183.outputs if typ == "address")
-_UINT_LIMITS = {"status": 1 << 8, "expiredAt": 1 << 48, "submittedAt": 1 << 48}
 
 
-def decode_get_job(data: bytes) -> dict[str, ArgValue]:
-    """``getJob`` in either layout; the ERC8183 one by a word slicer (eth_abi otherwise)."""
-    words = len(data) // _WORD
-    if words < 15 or int.from_bytes(data[:_WORD], "big") != _WORD:
-        return _abi_decode_view(VIEWS["getJob"], data)  # raises on malformed data
+def _get_job_spec(data: bytes) -> ViewSpec:
+    """The layout a getJob answer is in: ERC8183's only when its words say so."""
+    if len(data) // _WORD < 15 or int.from_bytes(data[:_WORD], "big") != _WORD:
+        return VIEWS["getJob"]
     if _word(data, 1 + 4) == _AC_DESCRIPTION_OFFSET:
-        return _abi_decode_view(VIEWS["getJob"], data)
+        return VIEWS["getJob"]
     if _word(data, 1 + 10) != _ERC8183_DESCRIPTION_OFFSET:
-        return _abi_decode_view(VIEWS["getJob"], data)
-    fast = _fast_erc8183_job(data)
-    return fast if fast is not None else _abi_decode_view(GET_JOB_ERC8183, data)
+        return VIEWS["getJob"]
+    return GET_JOB_ERC8183
 
 
 def _word(data: bytes, index: int) -> int:
     return int.from_bytes(data[index * _WORD : (index + 1) * _WORD], "big")
 
 
-def _fast_erc8183_job(data: bytes) -> dict[str, ArgValue] | None:
-    """The canonical 13-field encoding sliced by hand; None for anything unusual.
-
-    None sends the data to eth_abi, which either decodes it (a valid but unusual
-    encoding) or raises, so this path never changes what is accepted.
-    """
-    out: dict[str, ArgValue] = {}
-    for i, (name, typ) in enumerate(GET_JOB_ERC8183.outputs):
-        chunk = data[(1 + i) * _WORD : (2 + i) * _WORD]
-        if name in _ADDRESS_FIELDS:
-            if any(chunk[:12]):
-                return None
-            out[name] = "0x" + chunk[12:].hex()
-        elif typ != "string":
-            value = int.from_bytes(chunk, "big")
-            if value >= _UINT_LIMITS.get(name, 1 << 256):
-                return None
-            out[name] = value
-    start = _WORD + _ERC8183_DESCRIPTION_OFFSET  # the tail, after the outer offset word
-    length = int.from_bytes(data[start : start + _WORD], "big")
-    end = start + _WORD + length
-    padded = start + _WORD + (length + _WORD - 1) // _WORD * _WORD
-    if padded > len(data) or any(data[end:padded]):
-        return None
-    try:
-        out["description"] = data[start + _WORD : end].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return {name: out[name] for name, _ in GET_JOB_ERC8183.outputs}
+_SLICERS: Mapping[str, Slicer] = {
+    spec.output_type: slicer
+    for spec in (*VIEWS.values(), GET_JOB_ERC8183)
+    if (slicer := slicer_for(spec.outputs)) is not None
+}
 
 
 def normalise(typ: str, value: object) -> ArgValue:

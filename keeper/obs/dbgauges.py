@@ -41,7 +41,8 @@ class DbGaugeSources:
     - ``jobs``/``tasks``: (contract, status label, count);
     - ``escrow_locked``: (contract, token, base units held in non-terminal subjects);
     - ``overdue_actions``: (contract, action, count due and not confirmed);
-    - ``verdicts``: (contract, verification status, count).
+    - ``verdicts``: (contract, verification status, count);
+    - ``missing_reads``: (contract, read kind, count of chain reads no node state could answer).
     """
 
     jobs: Callable[[], CountRows] = _nothing
@@ -49,6 +50,7 @@ class DbGaugeSources:
     escrow_locked: Callable[[], CountRows] = _nothing
     overdue_actions: Callable[[], CountRows] = _nothing
     verdicts: Callable[[], CountRows] = _nothing
+    missing_reads: Callable[[], CountRows] = _nothing
 
 
 class DatabaseCollector(Collector):
@@ -79,6 +81,7 @@ class DatabaseCollector(Collector):
         self._fill(families[2], self._sources.escrow_locked, {})
         self._fill(families[3], self._sources.overdue_actions, {})
         self._fill(families[4], self._sources.verdicts, {})
+        self._fill(families[5], self._sources.missing_reads, {})
         return families
 
     def _families(self) -> list[GaugeMetricFamily | CounterMetricFamily]:
@@ -105,6 +108,11 @@ class DatabaseCollector(Collector):
                 "keeper_verdicts",
                 "Verdicts seen, by verification status.",
                 labels=["contract", "status"],
+            ),
+            GaugeMetricFamily(
+                "keeper_chain_reads_missing",
+                "View reads the node had no state to answer exactly, by read kind.",
+                labels=["contract", "kind"],
             ),
         ]
 

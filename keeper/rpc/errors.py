@@ -54,6 +54,10 @@ class UnknownBlockError(RpcRetryableError):
     """The node does not know the block (yet): a lagging replica, or a reorged-out hash."""
 
 
+class StateUnavailableError(RpcFatalError):
+    """The node has the block but keeps no state for it (a full node asked about history)."""
+
+
 class EndpointRejectedError(RpcRetryableError):
     """401/403/404: this endpoint refuses us (bad key or path); others may not."""
 
@@ -122,6 +126,7 @@ _CLASSES: Final[dict[FailureKind, type[RpcError]]] = {
     "timeout": RpcTimeoutError,
     "transient": TransientRpcError,
     "unknown_block": UnknownBlockError,
+    "state_unavailable": StateUnavailableError,
     "endpoint_rejected": EndpointRejectedError,
     "range_too_large": RangeTooLargeError,
     "execution_reverted": ExecutionRevertedError,

@@ -62,12 +62,13 @@ DEFAULT_DECODED_CACHE: Final = 5_000
 ZERO_HASH: Final = "0x" + "00" * 32
 WRITER_CACHE_KIB: Final = 16_384
 
-# table -> columns excluded from dump() because they are wall-clock volatile
+# table -> columns excluded from dump() because they depend on when the index was built
+# (the wall clock; which block a node could serve a read at), not on the chain
 INDEX_TABLES: Final[dict[str, tuple[str, ...]]] = {
     "events": (),
     "blocks": (),
     "cursor": ("updated_at",),
-    "chain_reads": (),
+    "chain_reads": ("source",),
     "jobs": (),
     "tasks": (),
 }
@@ -150,19 +151,20 @@ class IndexStore:
         ).fetchall()
         return [BlockHeader(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
-    def reads_from(self, block_number: int) -> list[tuple[str, str, str, int, str]]:
-        """(contract, subject, kind, block number, block hash) of every read at or above a block.
+    def reads_from(self, block_number: int) -> list[ChainRead]:
+        """Every read at or above a block, with what it recorded.
 
         The indexer asks for the reads at its cursor block after a restart: they
         may have been made while that block was the node's head, which some
-        nodes answer from state already holding the next block's changes.
+        nodes answer from state already holding the next block's changes. A
+        read made again records the same fields (``keeper.domain.reads``).
         """
         rows = self.conn.execute(
-            "SELECT contract, subject, kind, block_number, block_hash FROM chain_reads "
-            "WHERE chain_id = ? AND block_number >= ? ORDER BY block_number",
+            "SELECT contract, subject, kind, block_number, block_hash, result_json "
+            "FROM chain_reads WHERE chain_id = ? AND block_number >= ? ORDER BY block_number",
             (self.chain_id, block_number),
         ).fetchall()
-        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4])) for r in rows]
+        return [read_from_row(r) for r in rows]
 
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every index table of this chain, fully sorted, volatile columns left out."""
@@ -302,10 +304,10 @@ class IndexStore:
         )
         c.executemany(
             "INSERT OR REPLACE INTO chain_reads (chain_id, contract, subject, kind, "
-            "block_number, block_hash, result_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "block_number, block_hash, result_json, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (cid, r.contract, r.subject, r.kind, r.block_number, r.block_hash,
-                 encode_args(r.result))
+                 encode_args(r.result), r.source)
                 for r in batch.reads
             ],
         )  # fmt: skip

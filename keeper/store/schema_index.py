@@ -163,4 +163,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chain_id, token)
     )
     """,
+    # 5: where each read's state came from: the event's block, or (for fields that never
+    # change) the finalized block or the head, on a node that keeps no historical state.
+    # A read that could not be had at all has source 'missing', its result error and reason.
+    """
+    ALTER TABLE chain_reads ADD COLUMN source TEXT NOT NULL DEFAULT 'event block';
+    CREATE INDEX chain_reads_missing ON chain_reads (chain_id, contract, kind)
+        WHERE source = 'missing'
+    """,
 ]

@@ -238,6 +238,11 @@ _EVENT: Final = (
     "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
     "'log_index', log_index, 'args', json(args_json))"
 )
+# where each of a subject's view reads came from; a missing one says why (keeper.domain.reads)
+_READ: Final = (
+    "json_object('kind', kind, 'block_number', block_number, 'source', source, 'missing', "
+    "CASE WHEN source = 'missing' THEN json_extract(result_json, '$.reason') END)"
+)
 _INTENT: Final = (
     "json_object('action', action, 'status', status, 'outcome', outcome, 'detail', detail, "
     "'due_at', due_at, 'tx_hash', tx_hash, 'receipt_block', receipt_block, "
@@ -266,7 +271,8 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
 
     Its named parameters are ``:contract``, ``:id``, ``:name`` (the configured
     contract name, or NULL) and, ``by_chain``, ``:chain``. The object is the
-    row's :func:`wire_object` followed by ``events`` (chain order), ``intents``
+    row's :func:`wire_object` followed by ``events`` (chain order), ``reads`` (where
+    each view read came from, chain order), ``intents``
     (oldest first), for jobs ``contract_paused``, then ``contract_name`` and,
     for jobs, ``verification`` (the latest, or null; null without a chain:
     verifications are per chain). A scalar subquery's JSON is re-read with
@@ -279,6 +285,9 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
         "'events', json((SELECT json_group_array(json(e)) FROM (SELECT "
         f"{_EVENT} AS e FROM events WHERE contract = :contract AND subject = :id{chain} "
         "ORDER BY chain_id, block_number, log_index)))",
+        "'reads', json((SELECT json_group_array(json(r)) FROM (SELECT "
+        f"{_READ} AS r FROM chain_reads WHERE contract = :contract AND subject = :id{chain} "
+        "ORDER BY chain_id, block_number, kind)))",
         "'intents', "
         + (
             f"json((SELECT json_group_array(json(i)) FROM (SELECT {_INTENT} AS i "

@@ -26,7 +26,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy, split_by_block
-from keeper.domain.reads import ReadRequest
+from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
@@ -35,7 +35,7 @@ from keeper.rpc.errors import RpcError
 from keeper.rpc.scan import scan_logs, wire_size
 from keeper.rpc.validate import bloom_may_contain
 from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
-from keeper.sync.view_calls import execute_reads, read_views
+from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
 
@@ -115,6 +115,7 @@ class Indexer:
             max_bytes=settings.batch_bytes,
         )
         self.state = SyncState()
+        self.views = ViewReader(rpc)
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)
@@ -449,7 +450,8 @@ class Indexer:
         return decode_logs(logs, self.protocols, {n: h.timestamp for n, h in headers.items()})
 
     async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
-        return await execute_reads(self.rpc, events)
+        head = self.state.head.number if self.state.head is not None else None
+        return await self.views.execute(events, finalized=self.state.finalized, head=head)
 
     async def commit(self, batch: BlockBatch) -> Changes:
         """Yield a batch, first adding fresh reads of what was read at the head below it."""
@@ -461,11 +463,7 @@ class Indexer:
         self.state.indexed = batch.indexed_block
         head = self.state.head.number if self.state.head is not None else batch.indexed_block
         kept = [r for r in self._tip_reads or [] if r.block_number >= first]
-        self._tip_reads = kept + [
-            ReadRequest(r.contract, r.subject, r.kind, r.block_number, r.block_hash)
-            for r in batch.reads
-            if r.block_number >= head
-        ]
+        self._tip_reads = kept + [_again(r) for r in batch.reads if r.block_number >= head]
 
     async def _reread_tip(self, first: int) -> list[ChainRead]:
         """Read again, before a batch starting at block ``first`` is written, what was read
@@ -483,14 +481,29 @@ class Indexer:
             self._tip_reads = (
                 []
                 if cursor is None
-                else [ReadRequest(*r) for r in self.view.reads_from(cursor.indexed_block)]
+                else [_again(r) for r in self.view.reads_from(cursor.indexed_block)]
             )
         below = [r for r in self._tip_reads if r.block_number < first]
         if not below:
             return []  # most commits: nothing was read at a head (no window query either)
         canonical = {h.number: h.hash for h in self.view.window()}
         due = [r for r in below if canonical.get(r.block_number) == r.block_hash]
-        return await read_views(self.rpc, due) if due else []
+        if not due:
+            return []
+        head = self.state.head.number if self.state.head is not None else None
+        return await self.views.read(due, head=head)
+
+
+def _again(read: ChainRead) -> ReadRequest:
+    """The request that makes ``read`` again, recording the same fields (see reads); a
+    read that failed records its kind's stable fields."""
+    kept: tuple[str, ...] = ()
+    if read.kind in STABLE_FIELDS:
+        kept = tuple(k for k in read.result if k not in ("error", "reason"))
+        kept = kept or STABLE_FIELDS[read.kind]
+    return ReadRequest(
+        read.contract, read.subject, read.kind, read.block_number, read.block_hash, kept
+    )
 
 
 def _first_block(batch: BlockBatch) -> int:

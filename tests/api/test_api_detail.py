@@ -71,8 +71,18 @@ def _expected(conn: sqlite3.Connection, kind: str, item: dict[str, Any]) -> dict
             [contract, subject],
         )
     ]
+    reads = [
+        {"kind": row["kind"], "block_number": row["block_number"], "source": row["source"],
+         "missing": json.loads(row["result_json"]).get("reason")
+         if row["source"] == "missing" else None}
+        for row in conn.execute(
+            "SELECT * FROM chain_reads WHERE contract = ? AND subject = ? "
+            "ORDER BY block_number, kind",
+            [contract, subject],
+        )
+    ]  # fmt: skip
     out = {k: v for k, v in item.items() if k != "contract_name"}
-    out |= {"events": events, "intents": intents}
+    out |= {"events": events, "reads": reads, "intents": intents}
     if kind == "jobs":
         paused = queries.pause_state(conn, contract, chain_id=CHAIN_ID)
         out["contract_paused"] = bool(paused and paused[0])

@@ -235,7 +235,7 @@ class TestJobs:
             "UPDATE tasks SET verdict_type = 2, score = 77 WHERE task_id = ?", [task_id(2)]
         )
         conn.close()
-        detail_only = {"events", "intents", "verification", "contract_paused"}
+        detail_only = {"events", "reads", "intents", "verification", "contract_paused"}
         async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
             for kind, key in (("jobs", "job_id"), ("tasks", "task_id")):
                 body = await get_json(c, f"/v1/{kind}?limit=500")

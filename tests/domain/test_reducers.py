@@ -682,3 +682,13 @@ class TestReadsFor:
                 )
         unknown = replace(cases[0][0], name=None, variant="unknown", subject=None, args={})
         assert reads_for(unknown) == []
+
+
+def test_only_the_legacy_dialect_may_take_a_jobs_token_from_a_later_block() -> None:
+    """Legacy copies its immutable token into every job; elsewhere setBudget changes it."""
+    c = Chain()
+    (legacy,) = reads_for(_job_created(c, 1, "legacy"))
+    (current,) = reads_for(_job_created(c, 2))
+    assert "paymentToken" in legacy.stable and "description" in legacy.stable
+    assert "paymentToken" not in current.stable and "description" in current.stable
+    assert "status" not in legacy.stable and "budget" not in current.stable

@@ -16,11 +16,13 @@ from keeper.devnet.anvil import AnvilProcess, ChainControl
 from keeper.devnet.deploy import Deployment, deploy_all
 
 
-def job_read(conn: sqlite3.Connection, contract: str, job: int) -> list[tuple[Any, ...]]:
+def config_read(
+    conn: sqlite3.Connection, contract: str, task: bytes, block: int
+) -> list[tuple[Any, ...]]:
     return conn.execute(
-        "SELECT block_number, block_hash, result_json FROM chain_reads "
-        "WHERE contract = ? AND subject = ? AND kind = 'getJob'",
-        (contract, str(job)),
+        "SELECT block_number, block_hash, result_json FROM chain_reads WHERE contract = ? "
+        "AND subject = ? AND kind = 'getTaskEvaluatorConfig' AND block_number = ?",
+        (contract, "0x" + task.hex(), block),
     ).fetchall()
 
 
@@ -28,6 +30,9 @@ def job_read(conn: sqlite3.Connection, contract: str, job: int) -> list[tuple[An
 async def test_a_read_made_at_the_head_is_made_again_before_the_cursor_passes_it(
     restart: bool, anvil: AnvilProcess, tmp_path: Path
 ) -> None:
+    """Shown on a read whose fields change (a job's getJob keeps only fields that never
+    change, so the race cannot reach it): TaskSubmitted's evaluator config, whose stake
+    the evaluation in the next block returns to the evaluator."""
     deployed: Deployment = await asyncio.to_thread(deploy_all, anvil.url)
     chain = ChainControl(anvil.url)
     gen = traffic(anvil.url, deployed)
@@ -37,21 +42,25 @@ async def test_a_read_made_at_the_head_is_made_again_before_the_cursor_passes_it
         )
         h = Harness(cfg)
         try:
+            await asyncio.to_thread(gen._setup)  # the client's USDC and approvals
+            task, reward, _ = await asyncio.to_thread(gen._new_task, gen.taskmarket, evaluator=True)
+            await asyncio.to_thread(chain.mine, 1)  # so the creation's read is not a tip read
             await h.to_head()
-            # createJob in block N, setBudget in block N+1
-            job, _ = await asyncio.to_thread(gen._open_job, gen.commerce, fund=False)
+            # submitWork in block N, evaluate (the stake goes back: 0) in block N+1
+            await asyncio.to_thread(gen._work, gen.taskmarket, task)
+            await asyncio.to_thread(gen._evaluate, gen.taskmarket, task, 0, gen._award(reward))
             proxy.rules.lag = 1  # the node still calls N its head ...
             proxy.rules.on("eth_call", ahead=1)  # ... and answers a call at N from N+1's state
             await h.to_head()
             assert proxy.count("ahead", "eth_call") == 1
-            created = await asyncio.to_thread(chain.block_number) - 1
-            assert h.indexer.start_cursor() == created
+            submitted = await asyncio.to_thread(chain.block_number) - 1
+            assert h.indexer.start_cursor() == submitted
             fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
             try:
-                truth = job_read(fresh.conn, deployed.commerce, job)
-                assert truth and truth[0][0] == created
-                # the injected race really put the budget of block N+1 into the read at N
-                assert job_read(h.conn, deployed.commerce, job) != truth
+                truth = config_read(fresh.conn, deployed.taskmarket, task, submitted)
+                assert truth and truth[0][0] == submitted
+                # the injected race really put the stake of block N+1 into the read at N
+                assert config_read(h.conn, deployed.taskmarket, task, submitted) != truth
 
                 proxy.rules.clear()
                 if restart:
@@ -59,7 +68,7 @@ async def test_a_read_made_at_the_head_is_made_again_before_the_cursor_passes_it
                     h = Harness(cfg)
                 await asyncio.to_thread(chain.mine, 1)
                 await h.to_head()
-                assert job_read(h.conn, deployed.commerce, job) == truth
+                assert config_read(h.conn, deployed.taskmarket, task, submitted) == truth
                 await fresh.to_head()
                 assert table_diff(h.dump(), fresh.dump()) == ""
             finally:
