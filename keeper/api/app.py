@@ -1,12 +1,10 @@
 """The aiohttp application: health, metrics, the read-only JSON API and the status page.
 
-Everything that reads the database (lookups, list pages, metrics scrapes
-whose collector runs SQL, status sums, verdict submissions) goes through a
-small thread pool with its own read-only connections: it never stalls the
-loop that serves requests, and SQLite, which gives the GIL up while it
-steps, overlaps the loop's HTTP work for other requests. Only a list page
-kept since the last commit is served from the loop itself when the loop is
-the API's own (the daemon's case). Responses and errors:
+Metrics scrapes (whose collector runs SQL), status sums and verdict
+submissions go through a small thread pool with its own read-only
+connections, so they never stall the loop that serves requests. Lookups and
+list pages (indexed, page-bounded) run on that loop itself when it is the
+API's own (the daemon's case), else on the pool too. Responses and errors:
 :mod:`keeper.api.responses`.
 """
 
@@ -16,7 +14,7 @@ import asyncio
 import inspect
 import json
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from importlib import resources
@@ -33,7 +31,6 @@ from keeper.api.overview import DEFAULT_RANGE, Overview, parse_range, read_overv
 from keeper.api.page import render_not_found, render_status, render_subject
 from keeper.api.params import (
     BadParam,
-    ListQuery,
     encode_cursor,
     parse_job_id,
     parse_list_query,
@@ -55,7 +52,7 @@ from keeper.domain.model import Protocol
 from keeper.domain.planner import PlannerConfig
 from keeper.obs.dbgauges import DatabaseCollector
 from keeper.obs.logging import get_logger, redact_text
-from keeper.store.subjects import Kind, Page
+from keeper.store.subjects import Kind
 
 __all__ = ["READS_KEY", "Readiness", "StatusProvider", "VerificationReader", "make_app"]
 
@@ -109,12 +106,19 @@ class _Handlers:
         self.submit = submit
         self.pool = pool
         self.inline_lookups = inline_lookups
-        self._building: dict[tuple[int, Hashable], asyncio.Future[Page]] = {}
         self.openapi = resources.files("keeper.api").joinpath("openapi.json").read_bytes()
 
     async def _run(self, fn: Callable[[], T]) -> T:
         """Work that may take long or wait for a lock (scrapes, sums, writes): on the pool."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+    async def _lookup(self, fn: Callable[[], T]) -> T:
+        """An indexed, page-bounded read: inline when the API has its own loop.
+
+        A pool hop costs two thread handoffs, and while the indexer runs
+        Python each handoff waits for the GIL (bench/README.md, API).
+        """
+        return fn() if self.inline_lookups else await self._run(fn)
 
     # --- health and metrics -------------------------------------------------------------
 
@@ -213,42 +217,9 @@ class _Handlers:
     async def _list(self, kind: Kind, request: web.Request) -> web.Response:
         query = {k: request.query.getall(k) for k in request.query}
         parsed = parse_list_query(kind, query, self.contracts)
-        page = await self._page(parsed)
+        page = await self._lookup(lambda: self.reads.list_subjects(parsed))
         cursor = "null" if page.next_key is None else f'"{encode_cursor(kind, page.next_key)}"'
         return json_text(f'{{"items":[{page.items}],"next_cursor":{cursor}}}')
-
-    async def _page(self, query: ListQuery) -> Page:
-        """A list page: one kept since the last commit from the loop itself when the loop
-        is the API's own, anything read from the tables on the pool.
-
-        SQLite gives the GIL up while it steps, so a page or a detail built on
-        the pool overlaps the loop's HTTP work for other requests; a kept page
-        costs less than the two thread handoffs of a pool hop (bench/README.md, API).
-        """
-        if not self.inline_lookups:
-            return await self._run(lambda: self.reads.list_subjects(query))
-        version, key, page = self.reads.kept_page(query)
-        if page is not None:
-            return page
-        # shielded: a client going away must not cancel the build others wait for
-        return await asyncio.shield(self._build(version, key, query))
-
-    def _build(self, version: int, key: Hashable, query: ListQuery) -> asyncio.Future[Page]:
-        """The page's build on the pool, one per (version, query): the requests that miss
-        the cache together after a commit wait for the same build; kept once built."""
-        flight = (version, key)
-        task = self._building.get(flight)
-        if task is None:
-            task = asyncio.ensure_future(self._run(lambda: self.reads.build_page(query)))
-            self._building[flight] = task
-
-            def done(built: asyncio.Future[Page]) -> None:
-                del self._building[flight]
-                if not built.cancelled() and built.exception() is None:
-                    self.reads.keep_page(version, key, built.result())
-
-            task.add_done_callback(done)
-        return task
 
     async def _detail(self, kind: Kind, request: web.Request) -> tuple[str, str, str | None]:
         """(contract, id, the detail's JSON text or None) of a detail route's path."""
@@ -258,7 +229,7 @@ class _Handlers:
         else:
             subject = parse_task_id(request.match_info["task_id"])
         name = self.names.get(contract)
-        text = await self._run(lambda: self.reads.detail(kind, contract, subject, name))
+        text = await self._lookup(lambda: self.reads.detail(kind, contract, subject, name))
         return contract, subject, text
 
     async def _item(
@@ -274,7 +245,7 @@ class _Handlers:
         reader = self.verification
         if "verification" in item and reader != self.reads.verification:
             item["verification"] = (
-                None if reader is None else await self._run(lambda: reader(contract, subject))
+                None if reader is None else await self._lookup(lambda: reader(contract, subject))
             )
         return item
 
@@ -296,7 +267,7 @@ class _Handlers:
         contract = resolve_contract(request.match_info["contract"], self.contracts)
         job_id = parse_job_id(request.match_info["job_id"])
         found = (
-            await self._run(lambda: self.verdicts(contract, job_id))  # type: ignore[misc]
+            await self._lookup(lambda: self.verdicts(contract, job_id))  # type: ignore[misc]
             if self.verdicts is not None
             else None
         )
@@ -414,9 +385,9 @@ def make_app(
     ``submit_verdict`` (see :func:`keeper.api.submit.submission_handler`)
     enables ``POST /v1/verdicts``; without it the route answers 503. With ``db_gauges``
     the scrape-time database collector is registered on ``registry``.
-    ``inline_lookups`` serves list pages kept since the last commit from the
-    app's own event loop instead of the pool (the cache is per thread): only
-    for an app whose loop serves nothing else (:class:`keeper.api.serve.ApiThread`).
+    ``inline_lookups`` runs single-subject and list reads on the app's own
+    event loop instead of the pool: only for an app whose loop serves nothing
+    else (:class:`keeper.api.serve.ApiThread`), never on the daemon's loop.
     ``status_provider`` returns the daemon's live view (chain_id, head_block,
     finalized_block, lag_seconds, halt_reason, keeper: {...}); ``readiness``
     returns named :class:`Check` results, sync or async.

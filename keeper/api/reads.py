@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,38 +107,24 @@ class ApiReads:
         A page asked for again before anything was committed is served as it
         was built (:mod:`keeper.api.pagecache`).
         """
-        version, key, kept = self.kept_page(query)
-        if kept is not None:
-            return kept
-        page = self.build_page(query)
-        self.keep_page(version, key, page)
-        return page
-
-    def kept_page(self, query: ListQuery) -> tuple[int, Hashable, Page | None]:
-        """(this thread's data version, the query's key, the page kept for both or None).
-
-        A page built after this call, on any thread, may be kept under the
-        version it returns (:meth:`keep_page`): it is no older than that version.
-        """
-        version = data_version(self._conn())
+        conn = self._conn()
+        cache = self._page_cache()
+        version = data_version(conn)
         key = (query.kind, query.contract, query.statuses, tuple(sorted(query.parties.items())),
                query.limit, query.after)  # fmt: skip
-        return version, key, self._page_cache().get(version, key)
-
-    def keep_page(self, version: int, key: Hashable, page: Page) -> None:
-        """Keep ``page`` in this thread's cache (see :meth:`kept_page`)."""
-        self._page_cache().put(version, key, page)
-
-    def build_page(self, query: ListQuery) -> Page:
-        """The page read from the database now, bypassing the cache."""
-        return self._tolerant(
+        kept = cache.get(version, key)
+        if kept is not None:
+            return kept
+        page = self._tolerant(
             lambda: subjects.list_page(
-                self._conn(), query.kind, self._list_wire[query.kind], contract=query.contract,
+                conn, query.kind, self._list_wire[query.kind], contract=query.contract,
                 statuses=query.statuses, parties=query.parties, limit=query.limit,
                 after=query.after, chain_id=self.chain_id,
             ),
             Page("", 0, None),
         )  # fmt: skip
+        cache.put(version, key, page)
+        return page
 
     # --- one subject ------------------------------------------------------------------
 

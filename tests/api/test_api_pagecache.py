@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
-from api_world import CHAIN_ID, World
-
 from keeper.api.pagecache import PageCache
-from keeper.api.params import ListQuery
-from keeper.api.reads import ApiReads
-from keeper.store.db import connect
 from keeper.store.subjects import Page
 
 KEY = (1, "0x" + "aa" * 20, "7")
@@ -51,30 +42,3 @@ def test_oldest_pages_go_first_and_oversized_ones_are_not_kept() -> None:
     cache.put(7, "big", Page("x" * 11, 1, None))
     assert cache.get(7, "big") is None
     assert cache.get(7, "c") == Page("90ab", 1, None)
-
-
-def test_a_page_built_on_another_thread_is_kept_until_a_commit(
-    world: World, tmp_path: Path
-) -> None:
-    """The loop keeps a page the pool built under the version it read before: it comes back
-    until another connection commits, and then the next page is read again and shows it."""
-    copy = tmp_path / "kept.db"
-    shutil.copy(world.path, copy)
-    reads = ApiReads(copy, CHAIN_ID)
-    query = ListQuery("jobs", statuses=("completed",), limit=500)
-    pool = ThreadPoolExecutor(1)
-    try:
-        version, key, kept = reads.kept_page(query)
-        assert kept is None
-        page = pool.submit(reads.build_page, query).result()
-        reads.keep_page(version, key, page)
-        assert reads.kept_page(query) == (version, key, page) and page.count > 1
-        writer = connect(copy)
-        writer.execute("UPDATE jobs SET status = 'rejected' WHERE status = 'completed'")
-        writer.commit()
-        writer.close()
-        assert reads.kept_page(query)[2] is None
-        assert pool.submit(reads.build_page, query).result().count == 0
-    finally:
-        pool.shutdown()
-        reads.close()
