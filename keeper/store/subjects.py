@@ -184,9 +184,28 @@ def _where(
         clauses.append(f"status IN ({','.join('?' * len(statuses))})")
         params.extend(statuses)
     if after is not None:
-        clauses.append(f"(created_block, contract, {spec.id_col}) < (?, ?, ?)")
-        params.extend(after)
+        clause, values = _below(spec, contract.lower() if contract is not None else None, after)
+        clauses.append(clause)
+        params.extend(values)
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
+def _below(spec: Subjects, contract: str | None, after: PageKey) -> tuple[str, list[Any]]:
+    """Rows strictly after ``after`` in page order: ``(created_block, contract, id) < after``.
+
+    With the contract fixed by the filter, the same condition is written
+    without it, so that SQLite seeks the ``(contract, status, created_block,
+    id)`` index straight to the cursor; given the whole triple it seeks only
+    to the cursor's block and reads (and looks up in the table) every row of
+    that block it then rejects.
+    """
+    block, after_contract, after_id = after
+    if contract is None:
+        return f"(created_block, contract, {spec.id_col}) < (?, ?, ?)", [*after]
+    if contract == after_contract:
+        return f"(created_block, {spec.id_col}) < (?, ?)", [block, after_id]
+    # SQLite compares TEXT bytewise, as Python compares the code points of UTF-8 text
+    return ("created_block <= ?" if contract < after_contract else "created_block < ?"), [block]
 
 
 def list_page(
@@ -265,6 +284,19 @@ class DetailParts:
     verification: bool = True
 
 
+def _array(element: str, rows: str) -> str:
+    """The JSON array text of ``element`` (JSON text) over ``rows`` (a FROM clause), in order.
+
+    Spliced as text: SQLite keeps a JSON value's subtype only within one
+    expression, so ``json_group_array`` over a subquery's objects, and a
+    ``json_object`` around that, would each parse the text again.
+    """
+    return (
+        f"coalesce((SELECT '[' || group_concat(o, ',') || ']' FROM (SELECT {element} AS o "
+        f"{rows})), '[]')"
+    )
+
+
 @functools.cache
 def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
     """The one statement building a subject's whole detail as JSON text.
@@ -275,43 +307,43 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
     each view read came from, chain order), ``intents``
     (oldest first), for jobs ``contract_paused``, then ``contract_name`` and,
     for jobs, ``verification`` (the latest, or null; null without a chain:
-    verifications are per chain). A scalar subquery's JSON is re-read with
-    ``json()``, which an enclosing ``json_object`` would otherwise take for text.
+    verifications are per chain). The parts are JSON texts joined as text
+    (:func:`_array`): each is built once and never parsed again.
     """
     spec = SUBJECTS[kind]
     chain = " AND chain_id = :chain" if by_chain else ""
     row, _ = wire_object(kind)
+    subject = f"WHERE contract = :contract AND subject = :id{chain}"
+    intents = (
+        _array(_INTENT, f"FROM keeper_intents {subject} ORDER BY id") if parts.intents else "'[]'"
+    )
     extra = [
-        "'events', json((SELECT json_group_array(json(e)) FROM (SELECT "
-        f"{_EVENT} AS e FROM events WHERE contract = :contract AND subject = :id{chain} "
-        "ORDER BY chain_id, block_number, log_index)))",
-        "'reads', json((SELECT json_group_array(json(r)) FROM (SELECT "
-        f"{_READ} AS r FROM chain_reads WHERE contract = :contract AND subject = :id{chain} "
-        "ORDER BY chain_id, block_number, kind)))",
-        "'intents', "
-        + (
-            f"json((SELECT json_group_array(json(i)) FROM (SELECT {_INTENT} AS i "
-            f"FROM keeper_intents WHERE contract = :contract AND subject = :id{chain} "
-            "ORDER BY id)))"
-            if parts.intents
-            else "json_array()"
+        (
+            "events",
+            _array(_EVENT, f"FROM events {subject} ORDER BY chain_id, block_number, log_index"),
         ),
+        (
+            "reads",
+            _array(_READ, f"FROM chain_reads {subject} ORDER BY chain_id, block_number, kind"),
+        ),
+        ("intents", intents),
     ]
     if kind == "jobs":
         paused = f"(SELECT name FROM ({latest_pause(by_chain)})) = 'Paused'"
-        extra.append(f"'contract_paused', json(CASE WHEN {paused} THEN 'true' ELSE 'false' END)")
-    extra.append("'contract_name', :name")
+        extra.append(("contract_paused", f"CASE WHEN {paused} THEN 'true' ELSE 'false' END"))
+    extra.append(("contract_name", "json_quote(:name)"))
     if kind == "jobs":
         found = (
-            f"json((SELECT {_VERIFICATION} FROM verifications WHERE chain_id = :chain "
-            "AND contract = :contract AND job_id = :id))"
+            f"coalesce((SELECT {_VERIFICATION} FROM verifications WHERE chain_id = :chain "
+            "AND contract = :contract AND job_id = :id), 'null')"
         )
-        extra.append(f"'verification', {found if by_chain and parts.verification else 'NULL'}")
+        extra.append(("verification", found if by_chain and parts.verification else "'null'"))
     # the row's object is opened up so that the detail's keys follow its own
-    body = row.removeprefix("json_object(").removesuffix(")")
+    tail = " || ".join(f"',\"{key}\":' || {value}" for key, value in extra)
     return (
-        f"SELECT json_object({body}, {', '.join(extra)}) FROM {kind} "
-        f"WHERE contract = :contract AND {spec.id_col} = :id{chain} ORDER BY chain_id LIMIT 1"
+        f"SELECT substr(w, 1, length(w) - 1) || {tail} || '}}' FROM (SELECT {row} AS w "
+        f"FROM {kind} WHERE contract = :contract AND {spec.id_col} = :id{chain} "
+        "ORDER BY chain_id LIMIT 1)"
     )
 
 

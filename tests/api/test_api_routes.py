@@ -281,6 +281,13 @@ class TestJobs:
             )
             writer.commit()
             assert (await get_json(c, path))["items"][0]["job_id"] == "999"
+            # requests arriving together after a commit all get the new page
+            writer.execute("UPDATE jobs SET paid_amount = '777' WHERE job_id = '999'")
+            writer.commit()
+            together = await asyncio.gather(*(get_json(c, path) for _ in range(8)))
+            assert all(body == together[0] for body in together)
+            assert together[0]["items"][0]["paid_amount"] == "777"
+            assert await get_json(c, path) == together[0]
         writer.close()
 
     @pytest.mark.parametrize(

@@ -106,6 +106,28 @@ class TestLists:
         )
         assert _walk(conn, "jobs", 50, chain_id=CHAIN + 1) == []
 
+    def test_a_contract_filter_pages_after_any_cursor(
+        self, indexed: tuple[IndexStore, sqlite3.Connection]
+    ) -> None:
+        """With the contract filtered, a page after any key (of that contract, or of a
+        contract sorting before or after it) is exactly the rows below that key."""
+        _, conn = indexed
+        rows = [r for r in _all("jobs", conn) if r["contract"] == JOBS]
+        order = sorted(
+            ((r["created_block"], r["contract"], r["job_id"]) for r in rows), reverse=True
+        )
+        wire = ("json_object('b', created_block, 'c', contract, 'i', job_id)", [])
+        blocks = sorted({k[0] for k in order})
+        keys = [k for k in order[:: max(1, len(order) // 9)]] + [
+            (b, other, i) for b in blocks[1:3] for other in ("0x00", "0xff", "") for i in ("1", "")
+        ]
+        for after in keys:
+            page = subjects.list_page(conn, "jobs", wire, contract=JOBS.upper().replace("0X", "0x"),
+                                      limit=500, after=after, chain_id=CHAIN)  # fmt: skip
+            got = [(j["b"], j["c"], j["i"]) for j in _items(page)]
+            assert got == [k for k in order if k < after], after
+        assert len(keys) > 10 and any(k < keys[0] for k in order)
+
     def test_any_wire_expression_and_its_parameters(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
     ) -> None:
