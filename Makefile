@@ -48,8 +48,9 @@ fmt: deps
 contracts: deps
 	$(PY) scripts/build-contracts
 
-# Benchmarks (bench/README.md): quick sizes by default (under 15 min on 2 cores);
-# `make bench BENCH_ARGS=` runs the full sizes (1,000,000-event backfill)
+# Benchmarks (bench/README.md): quick sizes by default (200,000-event dense backfill);
+# `make bench BENCH_ARGS=` runs the full sizes (400,000 dense: anvil builds no larger
+# chain in reasonable time, see bench/README.md)
 BENCH_ARGS ?= --quick
 bench: deps
 	scripts/ensure-debian-packages wrk
