@@ -16,10 +16,12 @@ from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, head, make_rpc, non
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
+from keeper.act import Keeper
 from keeper.domain.model import JobStatus
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.rpc.errors import RpcError
+from keeper.store.intents import Attempt
 
 
 def sent_nonces(escrows: Escrows) -> int:
@@ -112,11 +114,25 @@ def replica_first(replica: str, primary: str) -> RpcClient:
     )
 
 
-async def demote_primary(primary: RpcProxy, client: RpcClient) -> None:
-    """One failed probe puts the primary behind the replica, so the replica is the one asked."""
-    primary.rules.on("eth_blockNumber", http_error=1)
+async def sent_then_unknown_to_replica(
+    keeper: Keeper,
+    escrows: Escrows,
+    client: RpcClient,
+    ids: list[str],
+    replica: RpcProxy,
+    primary: RpcProxy,
+) -> Attempt:
+    """The refund sent (automine: mined at once) and buried two blocks deep, then unknown to
+    the replica, which the keeper asks first."""
+    await keeper.tick(await head(client), escrows.jobs(ids), [])
+    [first] = keeper_books.all_attempts(keeper.store)
+    escrows.control.mine(2)
+    primary.rules.on("eth_blockNumber", http_error=1)  # one failure ranks it behind the replica
     with pytest.raises(RpcError):
         await client.request_at("primary", "eth_blockNumber")
+    replica.rules.on("eth_getTransactionReceipt", null_result=1_000)
+    replica.rules.on("eth_getTransactionByHash", null_result=1_000)
+    return first
 
 
 async def test_a_replica_that_lacks_a_mined_send_does_not_make_it_dropped(
@@ -132,12 +148,7 @@ async def test_a_replica_that_lacks_a_mined_send_does_not_make_it_dropped(
         replica_first(replica.url, primary.url) as client,
     ):
         keeper = make_keeper(client=client, multicall=None)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])  # automine: mined
-        [first] = keeper_books.all_attempts(keeper.store)
-        escrows.control.mine(2)
-        await demote_primary(primary, client)
-        replica.rules.on("eth_getTransactionReceipt", null_result=1_000)
-        replica.rules.on("eth_getTransactionByHash", null_result=1_000)
+        first = await sent_then_unknown_to_replica(keeper, escrows, client, ids, replica, primary)
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         [attempt] = keeper_books.all_attempts(keeper.store)
         [intent] = keeper_books.all_intents(keeper.store)
@@ -160,12 +171,7 @@ async def test_a_spent_nonce_with_an_endpoint_silent_is_left_undecided(
         replica_first(replica.url, primary.url) as client,
     ):
         keeper = make_keeper(client=client, multicall=None)
-        await keeper.tick(await head(rpc), escrows.jobs(ids), [])
-        [first] = keeper_books.all_attempts(keeper.store)
-        escrows.control.mine(2)
-        await demote_primary(primary, client)
-        replica.rules.on("eth_getTransactionReceipt", null_result=1_000)
-        replica.rules.on("eth_getTransactionByHash", null_result=1_000)
+        first = await sent_then_unknown_to_replica(keeper, escrows, client, ids, replica, primary)
         primary.rules.on("eth_getTransactionReceipt", http_error=1_000)
         await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         [attempt] = keeper_books.all_attempts(keeper.store)

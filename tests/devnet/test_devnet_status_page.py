@@ -73,6 +73,15 @@ async def read_page(page: Page, url: str, commerce: str) -> dict[str, Any]:
     return found
 
 
+async def dump_tasks_after(seconds: float) -> None:
+    """After ``seconds``, print the stack of every task of the loop (pytest shows it on a
+    failure): a daemon that stops making progress is then seen waiting where it waits."""
+    await asyncio.sleep(seconds)
+    for task in asyncio.all_tasks():
+        print(f"--- task {task.get_name()}: {task.get_coro()}", flush=True)
+        task.print_stack(file=sys.stdout)
+
+
 class TestStatusPageWhileIndexing:
     async def test_pictures_match_the_chain_at_their_block(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -88,6 +97,8 @@ class TestStatusPageWhileIndexing:
             d = Deployment(**json.loads((config_path.parent / "deployment.json").read_text()))
             commerce = d.commerce
             running = asyncio.create_task(run_daemon(str(config_path)))
+            # a run that overstays prints where every task waits, so a failure says why
+            dumper = asyncio.create_task(dump_tasks_after(120))
             try:
                 assert CHROMIUM is not None
                 async with browser_page(CHROMIUM, tmp_path / "profile") as page:
@@ -112,6 +123,7 @@ class TestStatusPageWhileIndexing:
                     await asyncio.to_thread(held_on_chain, rpc, commerce, s["block"]) for s in seen
                 ]
             finally:
+                dumper.cancel()
                 running.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await running

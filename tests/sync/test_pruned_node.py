@@ -179,6 +179,15 @@ def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_pa
     assert [(r["kind"], r["source"]) for r in json.loads(text)["reads"]] == [("getJob", source)]
 
 
+def with_a_token(w3: Web3, name: str, *args: object) -> tuple[str, str]:
+    """A MockUSDC and contract ``name`` paid in it, with the last dev key as its treasury."""
+    usdc = deploy_contract(w3, DEV_KEYS[0], "MockUSDC")
+    treasury = Web3.to_checksum_address(address_of(DEV_KEYS[-1]))
+    return usdc, deploy_contract(
+        w3, DEV_KEYS[0], name, Web3.to_checksum_address(usdc), treasury, *args
+    )
+
+
 @pytest.fixture
 def plain_pruned() -> Iterator[AnvilProcess]:
     yield from pruned_anvil(4)
@@ -193,13 +202,9 @@ def test_a_changing_field_without_state_is_recorded_missing(
     w3 = connect(node.url)
     start = int(w3.eth.block_number) + 1
     requester = DEV_KEYS[1]
-    usdc = deploy_contract(w3, DEV_KEYS[0], "MockUSDC")
-    market = deploy_contract(
+    usdc, market = with_a_token(
         w3,
-        DEV_KEYS[0],
         "LegacyTaskMarket",
-        Web3.to_checksum_address(usdc),
-        Web3.to_checksum_address(address_of(DEV_KEYS[-1])),
         TASK_PLATFORM_FEE_BPS,
         False,
     )
@@ -264,13 +269,9 @@ def test_a_legacy_escrows_immutable_token_arrives_from_a_later_block(
     node = plain_pruned
     w3 = connect(node.url)
     start = int(w3.eth.block_number) + 1
-    usdc = deploy_contract(w3, DEV_KEYS[0], "MockUSDC")
-    legacy = deploy_contract(
+    usdc, legacy = with_a_token(
         w3,
-        DEV_KEYS[0],
         "LegacyAgenticCommerce",
-        Web3.to_checksum_address(usdc),
-        Web3.to_checksum_address(address_of(DEV_KEYS[-1])),
         PLATFORM_FEE_BPS,
         EVALUATOR_FEE_BPS,
     )
