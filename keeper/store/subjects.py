@@ -324,7 +324,7 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
         ),
         (
             "reads",
-            _array(_READ, f"FROM chain_reads {subject} ORDER BY chain_id, block_number, kind"),
+            _array(_READ, f"FROM chain_reads {subject} ORDER BY chain_id, +block_number, kind"),
         ),
         ("intents", intents),
     ]

@@ -257,3 +257,21 @@ class TestAggregates:
         after = q.status_summary(reader, CHAIN)
         assert after["events"]["total"] > before["events"]["total"]
         assert after["cursor"]["indexed_block"] == 4
+
+
+@pytest.mark.parametrize("kind", ["jobs", "tasks"])
+def test_a_detail_reads_each_table_by_its_subject(tmp_path: Path, kind: subjects.Kind) -> None:
+    """The lookup's one statement finds every part by (chain, contract, subject): a part
+    read through another index (the view reads' block index, picked for its order) walks
+    the whole chain's rows on every request."""
+    conn = connect(tmp_path / "plan.db")
+    migrate(conn)
+    sql = subjects.detail_statement(kind, True, subjects.present_parts(conn))
+    params = {"contract": "0x" + "ab" * 20, "id": "1", "name": None, "chain": 1}
+    plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    reads = [
+        line for line in plan if line.startswith(("SEARCH", "SCAN")) and "subquery" not in line
+    ]
+    assert reads, plan
+    for line in reads:
+        assert line.startswith("SEARCH") and "chain_id=? AND contract=?" in line, plan
