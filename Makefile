@@ -8,8 +8,9 @@ PIP_STAMP := $(VENV)/.stamp-install
 NPM_STAMP := node_modules/.stamp-install
 # Debian packages the tests drive for real: a Prometheus server (scrape and rule tests),
 # headless Chromium (status page), and a container engine that builds and runs the image
-# (podman with runc; debootstrap makes its local base image: tests/ship/test_ship_image.py)
-DEBIAN_PACKAGES := prometheus chromium podman runc debootstrap
+# (podman with runc; debootstrap makes its local base image: tests/ship/test_ship_image.py),
+# and a PostgreSQL 15 server (the second store backend: tests/support/postgres.py)
+DEBIAN_PACKAGES := prometheus chromium podman runc debootstrap postgresql
 
 .PHONY: demo test lint fmt bench reliability contracts deps deps-debian clean
 

@@ -1,10 +1,14 @@
-"""Shared fixtures: a real anvil node per test (or per module), always reaped."""
+"""Shared fixtures: a real anvil node per test (or per module), a real PostgreSQL server
+per session (a fresh database per test), always reaped."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from support.postgres import PostgresServer
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
 
@@ -24,3 +28,30 @@ def chain(anvil: AnvilProcess) -> ChainControl:
 def module_anvil() -> Iterator[AnvilProcess]:
     with AnvilProcess() as node:
         yield node
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One server for the whole session, started only if a test asks for it."""
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database of the session's server."""
+    return postgres_server.database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """Each call a new empty database on the test's backend, as what
+    ``keeper.store.db.connect`` opens: a SQLite file path or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        names = itertools.count(1)
+        return lambda: str(tmp_path / f"keeper-{next(names)}.db")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.database
