@@ -50,7 +50,7 @@ def run_db_rebuild(config_path: str) -> int:
     conn = open_database(cfg)
     try:
         IndexStore(conn, cfg.chain.chain_id).rebuild_all()
-        print(json.dumps({"rebuilt": True, "database": cfg.database.path}))
+        print(json.dumps({"rebuilt": True, "database": cfg.database.shown}))
         return 0
     finally:
         conn.close()
@@ -58,7 +58,7 @@ def run_db_rebuild(config_path: str) -> int:
 
 def run_db_migrate(config_path: str) -> int:
     cfg = load(config_path)
-    conn = dbmod.connect(cfg.database.path)
+    conn = dbmod.connect(cfg.database.target)
     try:
         applied = migrate(conn)
         print(json.dumps({"applied": applied}, sort_keys=True))
@@ -76,7 +76,15 @@ def run_db_backup(config_path: str, to: str) -> int:
     ``to`` only ever holds a complete, verified backup.
     """
     cfg = load_config(config_path)
-    source, target = Path(cfg.database.path), Path(to)
+    if cfg.database.url:
+        print(
+            f"keeper db backup: the database is PostgreSQL ({cfg.database.shown}): back it up "
+            "with the server's own tools, pg_dump (a logical copy) or pg_basebackup (a "
+            "physical copy; with WAL archiving, point-in-time recovery); see docs/scaling.md",
+            file=sys.stderr,
+        )
+        return 3
+    source, target = Path(cfg.database.target), Path(to)
     if not source.exists():
         print(f"keeper db backup: no database at {source}", file=sys.stderr)
         return 1
@@ -84,7 +92,7 @@ def run_db_backup(config_path: str, to: str) -> int:
         raise ConfigError(f"--to: {target} is the database itself")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    src = dbmod.connect(source, readonly=True)
+    src = dbmod.connect_sqlite(source, readonly=True)
     try:
         dst = sqlite3.connect(partial)
         try:
@@ -113,10 +121,10 @@ def run_status(config_path: str, *, as_json: bool) -> int:
     from keeper.store.queries import counts_by_status, pause_state, status_summary
 
     cfg = load_config(config_path)
-    if not Path(cfg.database.path).exists():
+    if not cfg.database.url and not Path(cfg.database.path).exists():
         print(f"keeper status: no database at {cfg.database.path}", file=sys.stderr)
         return 1
-    conn = dbmod.connect(cfg.database.path, readonly=True)
+    conn = dbmod.connect(cfg.database.target, readonly=True)
     try:
         summary = dict(status_summary(conn, cfg.chain.chain_id))
         summary["counts"] = counts_by_status(conn)

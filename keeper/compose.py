@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import sqlite3
 import sys
 import time
 from collections import Counter
@@ -27,6 +26,7 @@ from keeper.obs.metrics import Metrics, MetricsRpcObserver
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.store import db as dbmod
+from keeper.store.db import Db
 from keeper.store.index_store import ApplyResult, IndexStore
 from keeper.store.migrations import migrate
 from keeper.sync.indexer import Indexer
@@ -46,8 +46,8 @@ def build_rpc(cfg: Config, metrics: Metrics | None) -> RpcClient:
     )
 
 
-def open_database(cfg: Config) -> sqlite3.Connection:
-    conn = dbmod.connect(cfg.database.path)
+def open_database(cfg: Config) -> Db:
+    conn = dbmod.connect(cfg.database.target)
     migrate(conn)
     dbmod.refresh_statistics(conn)
     return conn
@@ -132,7 +132,7 @@ class MetricsListener:
 @dataclass
 class Components:
     cfg: Config
-    conn: sqlite3.Connection
+    conn: Db
     rpc: RpcClient
     indexing: IndexPipeline
     metrics: Metrics

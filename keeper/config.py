@@ -85,9 +85,25 @@ class ChainConfig:
         return tuple(zip(self.rpc_names, self.rpc_urls, strict=True))
 
 
+DEFAULT_DATABASE_PATH = "data/keeper.db"
+
+
 @dataclass(frozen=True, slots=True)
 class DatabaseConfig:
-    path: v.NonEmptyStr = "data/keeper.db"
+    """One of: ``path`` (a SQLite file, the default) or ``url`` (PostgreSQL, a secret)."""
+
+    path: v.NonEmptyStr = DEFAULT_DATABASE_PATH
+    url: v.DatabaseUrl = ""
+
+    @property
+    def target(self) -> str:
+        """What ``keeper.store.db.connect`` opens: the URL, else the SQLite path."""
+        return self.url or self.path
+
+    @property
+    def shown(self) -> str:
+        """The database as logs and outputs may name it: never the URL's credentials."""
+        return redact_url(self.url, marks=True) if self.url else self.target
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +298,12 @@ def parse_config(
     tree: dict[str, Any] = copy.deepcopy(dict(raw))  # the env overlay writes into it
     problems = Problems()
     overlay_env(Config, tree, os.environ if env is None else env, problems)
+    database = tree.get("database")
+    if isinstance(database, dict) and "path" in database and database.get("url", "") != "":
+        problems.add(
+            "database.url",
+            "give either database.path (SQLite) or database.url (PostgreSQL), not both",
+        )
     config = Reader(_RULES, problems).table(Config, tree, "")
     problems.raise_if_any(source)
     assert isinstance(config, Config)  # no problems means every key checked out
@@ -321,6 +343,8 @@ def redacted(config: Config) -> dict[str, Any]:
     out["contracts"] = [{**c, "protocol": c["protocol"].value} for c in out["contracts"]]
     out["chain"]["rpc_urls"] = [redact_url(u, marks=True) for u in config.chain.rpc_urls]
     out["chain"]["rpc_names"] = list(config.chain.rpc_names)
+    if config.database.url:
+        out["database"]["url"] = redact_url(config.database.url, marks=True)
     for key in ("sources", "content_sources"):
         sources: tuple[SourceConfig, ...] = getattr(config.verdicts, key)
         out["verdicts"][key] = [

@@ -167,6 +167,16 @@ def url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
     return check
 
 
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def database_url(value: object) -> str:
+    """A PostgreSQL URL (a secret: it may carry the password), or "" for none."""
+    if value == "":
+        return ""
+    return url(POSTGRES_SCHEMES, secret=True)(value)
+
+
 def api_root(value: object) -> str:
     """An http(s) API root, without a trailing slash (paths are appended to it)."""
     return url(HTTP_SCHEMES, secret=False)(value).rstrip("/")
@@ -301,5 +311,6 @@ Listen = Annotated[str, Check(listen, env_str)]
 Pointer = Annotated[str, Check(pointer, env_str)]
 ApiRoot = Annotated[str, Check(api_root, env_str)]
 SourceUrl = Annotated[str, Check(url(HTTP_SCHEMES, secret=True), env_str)]
+DatabaseUrl = Annotated[str, Check(database_url, env_str)]
 RpcUrls = Annotated[tuple[str, ...], Check(str_list(url(RPC_SCHEMES, secret=True)), env_list)]
 Names = Annotated[tuple[str, ...], Check(str_list(name), env_list)]

@@ -127,14 +127,16 @@ class Daemon:
 
         def build_app() -> web.Application:
             return make_app(
-                self.cfg.database.path,
+                self.cfg.database.target,
                 self.c.metrics.registry,
                 self.status,
                 readiness=self.readiness,
                 contracts={c.name: c.address for c in self.cfg.contracts},
                 protocols={c.address: EscrowProtocol(c.protocol) for c in self.cfg.contracts},
                 chain_id=self.cfg.chain.chain_id,
-                submit_verdict=submission_handler(self.cfg.database.path, self.cfg.chain.chain_id),
+                submit_verdict=submission_handler(
+                    self.cfg.database.target, self.cfg.chain.chain_id
+                ),
                 inline_lookups=True,  # ApiThread: the app's loop is its own
             )
 
@@ -260,7 +262,7 @@ class Daemon:
         """Label amounts with each token's units, off the indexing path (see keeper.sync.tokens)."""
         from keeper.indexing import read_new_tokens
 
-        reader = dbmod.connect(self.cfg.database.path, readonly=True)
+        reader = dbmod.connect(self.cfg.database.target, readonly=True)
         try:
             while not self.stop.is_set():
                 indexed = self.c.indexer.state.indexed

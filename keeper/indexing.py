@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -22,6 +21,7 @@ from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
+from keeper.store.db import Db
 from keeper.store.index_store import ApplyResult, Batch, IndexStore
 from keeper.store.tokens import save_token_meta, tokens_to_read
 from keeper.sync.changes import BlockBatch, Change, Changes, Heads, Reorg, StepDone
@@ -178,7 +178,7 @@ def sync_settings(cfg: Config) -> SyncSettings:
 def build_indexing(
     cfg: Config,
     rpc: RpcClient,
-    conn: sqlite3.Connection,
+    conn: Db,
     listener: IndexListener | None = None,
 ) -> IndexPipeline:
     """The indexer over this chain's index store, and the consumer that commits for it."""
@@ -188,11 +188,11 @@ def build_indexing(
 
 
 async def read_new_tokens(
-    conn: sqlite3.Connection,
+    conn: Db,
     rpc: Caller,
     chain_id: int,
     block: int,
-    reader: sqlite3.Connection | None = None,
+    reader: Db | None = None,
 ) -> int:
     """Read every job token that has no metadata yet; returns how many were stored.
 

@@ -16,7 +16,6 @@ indexed (by topic0); the keeper leaves it alone and says why, in status, the
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
@@ -34,6 +33,7 @@ from keeper.errors import FatalError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.rpc.errors import ExecutionRevertedError
+from keeper.store.db import Db
 from keeper.store.dialects import record_dialects
 
 __all__ = [
@@ -241,9 +241,7 @@ def describe(book: DialectBook) -> Sequence[dict[str, Any]]:
     return [d.as_dict() for d in book.detections.values()]
 
 
-def publish_dialects(
-    book: DialectBook, conn: sqlite3.Connection, chain_id: int, metrics: Metrics | None
-) -> None:
+def publish_dialects(book: DialectBook, conn: Db, chain_id: int, metrics: Metrics | None) -> None:
     """Record the detections for ``keeper status`` and set ``keeper_contract_dialect``."""
     record_dialects(conn, chain_id, describe(book))
     if metrics is not None:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 
 from keeper.act.detect import DialectBook
@@ -26,6 +25,7 @@ from keeper.domain.planner import ActionKind
 from keeper.domain.protocols import classify_error
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
+from keeper.store.db import Db
 from keeper.store.queries import pause_state
 
 __all__ = ["PauseWatch", "apply_job_rules", "hook_blocked_detail"]
@@ -48,7 +48,7 @@ class PauseWatch:
 
     def __init__(
         self,
-        db: sqlite3.Connection,
+        db: Db,
         chain_id: int,
         contracts: Sequence[ContractConfig],
         metrics: Metrics | None,

@@ -16,7 +16,6 @@ stored hash is found on chain, or the same raw bytes are sent again.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -36,6 +35,7 @@ from keeper.domain.planner import Action, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
+from keeper.store.db import Db
 from keeper.store.intents import Intent, IntentStore, Outcome
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]
@@ -53,7 +53,7 @@ class Keeper:
         settings: KeeperSettings,
         chain_id: int,
         rpc: ChainRpc,
-        db: sqlite3.Connection,
+        db: Db,
         signer: Signer | None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
@@ -107,7 +107,7 @@ class Keeper:
         *,
         chain_id: int,
         rpc: ChainRpc,
-        db: sqlite3.Connection,
+        db: Db,
         multicall: str | None = None,
         metrics: Metrics | None = None,
         environ: Mapping[str, str] | None = None,

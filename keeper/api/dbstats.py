@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from keeper.obs.dbgauges import CountRows, DbGaugeSources
 from keeper.store import queries
-from keeper.store.db import connect
+from keeper.store.db import Db, connect
 from keeper.store.read_stats import missing_reads
 
 __all__ = ["UNKNOWN_TOKEN", "sqlite_sources"]
@@ -36,10 +36,10 @@ class _ReadOnly:
 
     def __init__(self, path: str | Path) -> None:
         self._path = path
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Db | None = None
         self._lock = threading.Lock()
 
-    def run(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
+    def run(self, read: Callable[[Db], T], empty: T) -> T:
         with self._lock:
             if self._conn is None:
                 self._conn = connect(self._path, readonly=True)

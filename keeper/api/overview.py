@@ -10,13 +10,13 @@ agree even while the indexer commits between two queries.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Final
 
 from keeper.api.params import BadParam
 from keeper.domain.planner import Action, PlannerConfig
 from keeper.store import queries, timeline
+from keeper.store.db import Db
 from keeper.store.tokens import TokenMeta, token_meta
 
 __all__ = ["DEFAULT_RANGE", "RANGES", "LockedSeries", "Overview", "parse_range", "read_overview"]
@@ -88,7 +88,7 @@ def _per_bucket(
 
 
 def read_overview(
-    conn: sqlite3.Connection, chain_id: int, range_name: str, config: PlannerConfig
+    conn: Db, chain_id: int, range_name: str, config: PlannerConfig
 ) -> Overview | None:
     """Every picture's data for ``range_name`` (a key of RANGES); None before any block."""
     indexed = timeline.chain_now(conn, chain_id)

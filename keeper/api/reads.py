@@ -26,7 +26,7 @@ from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
 from keeper.store import verifications as vstore
-from keeper.store.db import connect, data_version
+from keeper.store.db import Db, connect, data_version
 from keeper.store.dialects import load_dialects
 from keeper.store.subjects import Kind, Page
 
@@ -51,13 +51,13 @@ class ApiReads:
             kind: subjects.wire_object(kind, names or {}) for kind in subjects.SUBJECTS
         }
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[Db] = []
         self._lock = threading.Lock()
 
     # --- connection -------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    def _conn(self) -> Db:
+        conn: Db | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect(self.path, readonly=True)
             self._local.conn = conn
@@ -86,7 +86,7 @@ class ApiReads:
         finally:
             conn.execute("COMMIT")
 
-    def snapshot(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
+    def snapshot(self, read: Callable[[Db], T], empty: T) -> T:
         """``read(conn)`` in one read transaction; ``empty`` on a database not migrated yet."""
         return self._snapshot(lambda: self._tolerant(lambda: read(self._conn()), empty))
 

@@ -1,14 +1,134 @@
-"""Opening the database the one way the daemon relies on."""
+"""Opening the database the one way the daemon relies on, on either backend.
+
+A ``Db`` is a ``sqlite3.Connection`` (the embedded default) or a
+:class:`~keeper.store.pg.PgConnection` (``[database] url``); both take the
+store's statements as written (``?`` placeholders, explicit BEGIN/COMMIT).
+Where the SQL differs, the store module asks :func:`dialect` and keeps both
+texts side by side.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Literal, Protocol, TypeAlias
 
+import psycopg
+
+from keeper.store.pg import PgConnection, PgRow
 from keeper.store.queries import refundable
 
+__all__ = [
+    "ANALYSIS_LIMIT",
+    "Db",
+    "DbCursor",
+    "DbRow",
+    "Dialect",
+    "connect",
+    "data_version",
+    "dialect",
+    "is_missing_table",
+    "is_url",
+    "refresh_statistics",
+    "session",
+    "table_columns",
+    "write_transaction",
+]
 
-def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
+Dialect = Literal["sqlite", "postgresql"]
+# a result row: by position and by column name on both backends
+DbRow: TypeAlias = sqlite3.Row | PgRow
+
+
+class DbCursor(Protocol):
+    """What the store reads from a statement's result, on both backends."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Db(Protocol):
+    """The connection the store takes: ``sqlite3.Connection`` or ``PgConnection``."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> DbCursor: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> DbCursor: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def dialect(conn: Db) -> Dialect:
+    return "postgresql" if isinstance(conn, PgConnection) else "sqlite"
+
+
+@contextmanager
+def write_transaction(conn: Db) -> Iterator[Db]:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (KeyboardInterrupt too).
+
+    On SQLite IMMEDIATE takes the write lock up front, so two writers never
+    deadlock upgrading a read lock; on PostgreSQL it is a READ COMMITTED
+    transaction (row locks are taken as statements run).
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def is_missing_table(exc: Exception) -> bool:
+    """The error a statement gets on a database not yet migrated to have its table."""
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc)
+
+
+def is_url(target: str | Path) -> bool:
+    """A PostgreSQL URL (``[database] url``) rather than a SQLite file path."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def connect(target: str | Path, *, readonly: bool = False) -> Db:
+    """A connection to a SQLite file or, given a ``postgresql://`` URL, a PostgreSQL database."""
+    if is_url(target):
+        return PgConnection(str(target), readonly=readonly)
+    return connect_sqlite(target, readonly=readonly)
+
+
+def session(conn: Db, sql: str) -> None:
+    """Run per-session setup (a temporary table): again after a PostgreSQL reconnect."""
+    if isinstance(conn, PgConnection):
+        conn.session(sql)
+    else:
+        conn.execute(sql)
+
+
+def table_columns(conn: Db, table: str) -> list[str]:
+    """A table's column names in declaration order."""
+    if isinstance(conn, PgConnection):
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = ? ORDER BY ordinal_position",
+            (table,),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+
+
+def connect_sqlite(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open a connection in WAL mode with autocommit off by default.
 
     WAL lets the API read while the indexer writes. ``synchronous=FULL``
@@ -33,8 +153,16 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def data_version(conn: sqlite3.Connection) -> int:
-    """A number SQLite changes whenever another connection commits to the file."""
+def data_version(conn: Db) -> int:
+    """A number that changes whenever another connection commits (SQLite: to the file).
+
+    PostgreSQL has no such counter: the current WAL position stands in (it
+    moves on every commit anywhere in the cluster, so a reader may refresh
+    more often than needed, never less).
+    """
+    if isinstance(conn, PgConnection):
+        row: Any = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+        return int(row[0])
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
@@ -47,11 +175,15 @@ def _refundable_text(status: str, budget: str, settled: str) -> str:
 ANALYSIS_LIMIT = 1000
 
 
-def refresh_statistics(conn: sqlite3.Connection) -> None:
+def refresh_statistics(conn: Db) -> None:
     """Give the query planner current table statistics (bounded cost).
 
     Without them SQLite may answer a filtered, ordered API page by sorting
     every matching row instead of walking an index already in page order.
+    PostgreSQL's autovacuum keeps its own; an explicit ANALYZE samples too.
     """
+    if isinstance(conn, PgConnection):
+        conn.execute("ANALYZE")
+        return
     conn.execute(f"PRAGMA analysis_limit = {ANALYSIS_LIMIT}")
     conn.execute("ANALYZE")

@@ -7,13 +7,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from keeper.store.db import Db
+
 __all__ = ["load_dialects", "record_dialects"]
 
 _COLS = "contract, name, protocol, dialect, source, diamond, revision, reason, detected_at"
 
 
 def record_dialects(
-    conn: sqlite3.Connection,
+    conn: Db,
     chain_id: int,
     detections: Iterable[dict[str, Any]],
     clock: Callable[[], float] = time.time,
@@ -38,7 +40,7 @@ def record_dialects(
     conn.execute("COMMIT")
 
 
-def load_dialects(conn: sqlite3.Connection, chain_id: int) -> list[dict[str, Any]]:
+def load_dialects(conn: Db, chain_id: int) -> list[dict[str, Any]]:
     """The last start-up's detections; none on a database not yet migrated to keep them."""
     try:
         rows = conn.execute(

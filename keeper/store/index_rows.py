@@ -17,8 +17,10 @@ from keeper.domain.model import ArgValue, ChainRead, Event, JobState, Log, Proto
 
 __all__ = [
     "EVENT_COLS",
+    "JOB_COLS",
     "JOB_INSERT",
     "LOAD_COLS",
+    "TASK_COLS",
     "TASK_INSERT",
     "TOKEN_JOIN",
     "decode_result",
@@ -29,6 +31,7 @@ __all__ = [
     "load_event",
     "read_from_row",
     "task_row",
+    "upsert",
 ]
 
 INT64_MAX: Final = 2**63 - 1
@@ -134,8 +137,34 @@ def task_row(chain_id: int, s: TaskState) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-JOB_INSERT: Final = f"INSERT OR REPLACE INTO jobs VALUES ({','.join('?' * 27)})"
-TASK_INSERT: Final = f"INSERT OR REPLACE INTO tasks VALUES ({','.join('?' * 29)})"
+JOB_COLS: Final = (
+    "chain_id", "contract", "job_id", "client", "provider", "evaluator", "hook", "token",
+    "budget", "funded_amount", "expired_at", "submitted_at", "status", "status_code",
+    "deliverable", "reason", "description", "legacy", "created_block", "updated_block",
+    "verdict_event", "refunded_amount", "paid_amount", "settled_amount", "payout_receiver",
+    "pending_claim_amount", "dialect",
+)  # fmt: skip
+TASK_COLS: Final = (
+    "chain_id", "contract", "task_id", "requester", "worker", "reward", "mode", "expiry_time",
+    "status", "status_code", "deliverable", "evaluator", "evaluator_stake",
+    "evaluator_fee_bps", "evaluation_window", "appeal_window", "dispute_resolver",
+    "submitted_at", "evaluation_deadline", "evaluated_at", "appeal_deadline", "verdict_type",
+    "score", "evidence_hash", "paid_amount", "refunded_amount", "created_block",
+    "updated_block", "extra_json",
+)  # fmt: skip
+
+
+def upsert(table: str, cols: tuple[str, ...], key: int) -> str:
+    """INSERT replacing the row with the same first ``key`` columns (SQLite and PostgreSQL)."""
+    sets = ", ".join(f"{c} = excluded.{c}" for c in cols[key:])
+    return (
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+        f"ON CONFLICT ({', '.join(cols[:key])}) DO UPDATE SET {sets}"
+    )
+
+
+JOB_INSERT: Final = upsert("jobs", JOB_COLS, 3)
+TASK_INSERT: Final = upsert("tasks", TASK_COLS, 3)
 
 
 def _topics_json(topics: tuple[str, ...]) -> str:

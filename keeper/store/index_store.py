@@ -3,8 +3,13 @@
 Every public write is ONE SQLite transaction. The cursor moves in the same
 transaction as the events and blocks it covers, so a crash at any instant
 leaves either the whole batch or none of it; events are keyed by
-``(chain_id, block_hash, log_index)`` and inserted with ``OR IGNORE``, so a
-replayed batch duplicates nothing.
+``(chain_id, block_hash, log_index)`` and inserted with ``ON CONFLICT DO
+NOTHING``, so a replayed batch duplicates nothing.
+
+The same statements run on SQLite and PostgreSQL (:mod:`keeper.store.db`). On
+PostgreSQL a batch or rollback that meets a lost server is rolled back with
+it and applied again once the connection is back (:func:`_retrying`): a
+batch is idempotent, so running it twice is exact.
 
 Projections (``jobs``, ``tasks``) are recomputed from the stored events and
 reads of each touched subject, read back inside the same transaction
@@ -17,15 +22,17 @@ The sync reads this store through its read-only ``IndexView`` protocol
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from keeper.domain.model import BlockHeader, ChainRead, Event
 from keeper.errors import DeepReorgError, StateCorruptedError
+from keeper.store.db import Db, dialect, session, table_columns
 from keeper.store.index_rows import (
     EVENT_COLS,
     LOAD_COLS,
@@ -36,8 +43,12 @@ from keeper.store.index_rows import (
     event_row,
     load_event,
     read_from_row,
+    upsert,
 )
+from keeper.store.pg import DatabaseUnavailableError
 from keeper.store.projections import Projections
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_DECODED_CACHE",
@@ -61,6 +72,9 @@ DEFAULT_KEEP_MARGIN: Final = 16
 DEFAULT_DECODED_CACHE: Final = 5_000
 ZERO_HASH: Final = "0x" + "00" * 32
 WRITER_CACHE_KIB: Final = 16_384
+# A write meeting a lost PostgreSQL server is tried this many times in all; each
+# try's reconnect already waits for the server (keeper.store.pg.RECONNECT_SECONDS).
+WRITE_ATTEMPTS: Final = 3
 
 # table -> columns excluded from dump() because they depend on when the index was built
 # (the wall clock; which block a node could serve a read at), not on the chain
@@ -108,12 +122,20 @@ class ApplyResult:
         return len(self.touched)
 
 
+_READ_UPSERT: Final = upsert(
+    "chain_reads",
+    ("chain_id", "contract", "subject", "kind", "block_hash", "block_number", "result_json",
+     "source"),
+    5,
+)  # fmt: skip
+
+
 class IndexStore:
     """Writes of the index component for one chain; callers own the connection."""
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Db,
         chain_id: int,
         *,
         keep_margin: int = DEFAULT_KEEP_MARGIN,
@@ -128,11 +150,19 @@ class IndexStore:
         # nearly every page. A bigger writer cache keeps the hot index pages in
         # memory; past WRITER_CACHE_KIB a larger cache bought no backfill speed,
         # only resident memory (bench/README.md has the figures).
-        conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-        conn.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS touched (contract TEXT NOT NULL, "
-            "subject TEXT NOT NULL, PRIMARY KEY (contract, subject)) WITHOUT ROWID"
-        )
+        if dialect(conn) == "sqlite":
+            conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+            session(
+                conn,
+                "CREATE TEMP TABLE IF NOT EXISTS touched (contract TEXT NOT NULL, "
+                "subject TEXT NOT NULL, PRIMARY KEY (contract, subject)) WITHOUT ROWID",
+            )
+        else:
+            session(
+                conn,
+                'CREATE TEMP TABLE IF NOT EXISTS touched (contract TEXT COLLATE "C" NOT NULL, '
+                'subject TEXT COLLATE "C" NOT NULL, PRIMARY KEY (contract, subject))',
+            )
 
     # --- reads ------------------------------------------------------------------------
 
@@ -169,13 +199,10 @@ class IndexStore:
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every index table of this chain, fully sorted, volatile columns left out."""
         out: dict[str, list[tuple[Any, ...]]] = {}
+        nulls = " NULLS FIRST" if dialect(self.conn) == "postgresql" else ""  # SQLite's order
         for table, volatile in INDEX_TABLES.items():
-            cols = [
-                str(r[1])
-                for r in self.conn.execute(f"PRAGMA table_info({table})").fetchall()
-                if r[1] not in volatile
-            ]
-            order = ", ".join(str(i + 1) for i in range(len(cols)))
+            cols = [c for c in table_columns(self.conn, table) if c not in volatile]
+            order = ", ".join(f"{i + 1}{nulls}" for i in range(len(cols)))
             rows = self.conn.execute(
                 f"SELECT {', '.join(cols)} FROM {table} WHERE chain_id = ? ORDER BY {order}",
                 (self.chain_id,),
@@ -191,8 +218,7 @@ class IndexStore:
         Window blocks below ``keep_from`` are pruned; by default below
         ``finalized_block - keep_margin``.
         """
-        with self._transaction():
-            return self._apply(batch, keep_from)
+        return self._retrying(lambda: self._apply(batch, keep_from))
 
     def rollback_to(self, fork_point: int) -> set[tuple[str, str]]:
         """Forget everything above ``fork_point`` and rebuild what it touched; one transaction.
@@ -201,8 +227,7 @@ class IndexStore:
         "before genesis"); anything else is a reorg deeper than the window and
         raises DeepReorgError without changing anything.
         """
-        with self._transaction():
-            return self._rollback(fork_point)
+        return self._retrying(lambda: self._rollback(fork_point))
 
     def rebuild_all(self) -> None:
         """Recompute every projection of this chain from stored events and reads.
@@ -211,27 +236,29 @@ class IndexStore:
         new event shape (a dialect) turns them into events, so ``keeper db
         rebuild`` after an upgrade catches up without a resync.
         """
-        with self._transaction():
-            c, cid = self.conn, self.chain_id
-            self._redecode_unknown()
-            c.execute("DELETE FROM jobs WHERE chain_id = ?", (cid,))
-            c.execute("DELETE FROM tasks WHERE chain_id = ?", (cid,))
-            rows = c.execute(
-                f"SELECT {LOAD_COLS} FROM events e {TOKEN_JOIN} WHERE e.chain_id = ? "
-                "AND e.subject IS NOT NULL ORDER BY e.contract, e.subject, e.block_number, "
-                "e.log_index",
-                (cid,),
-            )
-            reads: dict[tuple[str, str], list[ChainRead]] = {}
-            for row in c.execute(
-                "SELECT contract, subject, kind, block_number, block_hash, result_json "
-                "FROM chain_reads WHERE chain_id = ? AND subject != ''",
-                (cid,),
-            ):
-                read = read_from_row(row)
-                reads.setdefault((read.contract, read.subject), []).append(read)
-            # no cache: a full rebuild decodes every stored log afresh
-            self.projections.write(self.projections.groups(rows, reads, {}, use_cache=False))
+        self._retrying(self._rebuild_all)
+
+    def _rebuild_all(self) -> None:
+        c, cid = self.conn, self.chain_id
+        self._redecode_unknown()
+        c.execute("DELETE FROM jobs WHERE chain_id = ?", (cid,))
+        c.execute("DELETE FROM tasks WHERE chain_id = ?", (cid,))
+        rows = c.execute(
+            f"SELECT {LOAD_COLS} FROM events e {TOKEN_JOIN} WHERE e.chain_id = ? "
+            "AND e.subject IS NOT NULL ORDER BY e.contract, e.subject, e.block_number, "
+            "e.log_index",
+            (cid,),
+        )
+        reads: dict[tuple[str, str], list[ChainRead]] = {}
+        for row in c.execute(
+            "SELECT contract, subject, kind, block_number, block_hash, result_json "
+            "FROM chain_reads WHERE chain_id = ? AND subject != ''",
+            (cid,),
+        ):
+            read = read_from_row(row)
+            reads.setdefault((read.contract, read.subject), []).append(read)
+        # no cache: a full rebuild decodes every stored log afresh
+        self.projections.write(self.projections.groups(rows, reads, {}, use_cache=False))
 
     # --- internals --------------------------------------------------------------------
 
@@ -258,6 +285,18 @@ class IndexStore:
             updates,
         )
         return len(updates)
+
+    def _retrying(self, write: Callable[[], T]) -> T:
+        """One write transaction, run again if the PostgreSQL server was lost under it."""
+        for attempt in Retrying(
+            retry=retry_if_exception_type(DatabaseUnavailableError),
+            stop=stop_after_attempt(WRITE_ATTEMPTS),
+            wait=wait_fixed(0.1),
+            reraise=True,
+        ):
+            with attempt, self._transaction():
+                return write()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -286,14 +325,10 @@ class IndexStore:
         unknown: list[tuple[Any, ...]] = []
         for e in batch.events:
             (known if e.name is not None else unknown).append(event_row(cid, e))
-        insert = f"INSERT OR IGNORE INTO events ({'chain_id, ' + EVENT_COLS}) VALUES "
-        insert += f"({','.join('?' * 15)})"
-        before = c.total_changes
-        c.executemany(insert, known)
-        new_known = c.total_changes - before
-        before = c.total_changes
-        c.executemany(insert, unknown)
-        new_unknown = c.total_changes - before
+        insert = f"INSERT INTO events ({'chain_id, ' + EVENT_COLS}) VALUES "
+        insert += f"({','.join('?' * 15)}) ON CONFLICT DO NOTHING"
+        new_known = c.executemany(insert, known).rowcount if known else 0
+        new_unknown = c.executemany(insert, unknown).rowcount if unknown else 0
 
         c.executemany(
             "INSERT INTO blocks (chain_id, number, hash, parent_hash, timestamp) "
@@ -303,10 +338,9 @@ class IndexStore:
             [(cid, b.number, b.hash, b.parent_hash, b.timestamp) for b in batch.blocks],
         )
         c.executemany(
-            "INSERT OR REPLACE INTO chain_reads (chain_id, contract, subject, kind, "
-            "block_number, block_hash, result_json, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            _READ_UPSERT,
             [
-                (cid, r.contract, r.subject, r.kind, r.block_number, r.block_hash,
+                (cid, r.contract, r.subject, r.kind, r.block_hash, r.block_number,
                  encode_args(r.result), r.source)
                 for r in batch.reads
             ],

@@ -9,7 +9,6 @@ one connection cannot interleave their writes.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from keeper.domain.planner import Action
 from keeper.domain.settlement import ACTIVE_ATTEMPT
+from keeper.store.db import Db, DbRow
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -92,7 +92,7 @@ class Attempt:
     receipt_status: int | None
 
 
-def _intent(row: sqlite3.Row) -> Intent:
+def _intent(row: DbRow) -> Intent:
     return Intent(
         id=int(row["id"]),
         contract=row["contract"],
@@ -111,7 +111,7 @@ def _intent(row: sqlite3.Row) -> Intent:
     )
 
 
-def _attempt(row: sqlite3.Row) -> Attempt:
+def _attempt(row: DbRow) -> Attempt:
     return Attempt(
         id=int(row["id"]),
         signer=row["signer"],
@@ -141,15 +141,13 @@ def _chunks(items: Sequence[Any], size: int = 400) -> Iterator[Sequence[Any]]:
 class IntentStore:
     """The keeper's persistent state for one chain."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, chain_id: int, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, conn: Db, chain_id: int, clock: Callable[[], float] = time.time) -> None:
         self.conn = conn
         self.chain_id = chain_id
         self._clock = clock
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[Db]:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -324,7 +322,7 @@ class IntentStore:
             cur = c.execute(
                 "INSERT INTO keeper_attempts (chain_id, signer, nonce, kind, to_address, data,"
                 " max_fee, tip, gas_limit, raw_tx, tx_hash, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?) RETURNING id",
                 (
                     self.chain_id,
                     signer,
@@ -341,7 +339,7 @@ class IntentStore:
                     now,
                 ),
             )
-            attempt_id = int(cur.lastrowid or 0)
+            attempt_id = int(cur.fetchone()[0])
             c.executemany(
                 "INSERT INTO keeper_attempt_intents (attempt_id, intent_id) VALUES (?, ?)",
                 [(attempt_id, i) for i in intent_ids],

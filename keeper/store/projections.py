@@ -10,7 +10,6 @@ one immutable log.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import groupby
@@ -19,6 +18,7 @@ from typing import Any
 from keeper.domain.model import ChainRead, Event, Protocol
 from keeper.domain.reads import PAYMENT_TOKEN
 from keeper.domain.reducers import reduce_job, reduce_task
+from keeper.store.db import Db, dialect
 from keeper.store.index_rows import (
     JOB_INSERT,
     LOAD_COLS,
@@ -37,9 +37,14 @@ __all__ = ["Projections"]
 class Projections:
     """Rebuilds subjects' projection rows on the store's connection; owns the decode cache."""
 
-    def __init__(self, conn: sqlite3.Connection, chain_id: int, decoded_cache: int) -> None:
+    def __init__(self, conn: Db, chain_id: int, decoded_cache: int) -> None:
         self.conn = conn
         self.chain_id = chain_id
+        # the session's table of touched subjects (created by IndexStore), and the join
+        # that reads it first: SQLite's CROSS JOIN fixes the order, PostgreSQL plans it
+        sqlite = dialect(conn) == "sqlite"
+        self.touched = "temp.touched" if sqlite else "pg_temp.touched"
+        self.join = "CROSS JOIN" if sqlite else "JOIN"
         # Decoded stored events by (block hash, log index). That key names one
         # immutable log, so an entry can never be stale: it is only looked up
         # for rows the database returns. Saves re-decoding a busy subject's
@@ -61,22 +66,22 @@ class Projections:
         outside that range are read back and decoded; otherwise every event of
         the touched subjects is read back. Both paths give the same reduction.
         """
-        c, cid = self.conn, self.chain_id
-        c.execute("DELETE FROM temp.touched")
-        c.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?, ?)", touched)
+        c, cid, tt, join = self.conn, self.chain_id, self.touched, self.join
+        c.execute(f"DELETE FROM {tt}")
+        c.executemany(f"INSERT INTO {tt} VALUES (?, ?) ON CONFLICT DO NOTHING", touched)
         replace = not fresh and not fresh_reads  # a rollback: some subjects may vanish
         if replace:
             for table, col in (("jobs", "job_id"), ("tasks", "task_id")):
                 c.execute(
                     f"DELETE FROM {table} WHERE chain_id = ? AND (contract, {col}) IN "
-                    "(SELECT contract, subject FROM temp.touched)",
+                    f"(SELECT contract, subject FROM {tt})",
                     (cid,),
                 )
         known_reads = {(r.contract, r.subject, r.kind, r.block_hash): r for r in fresh_reads}
         reads: dict[tuple[str, str], list[ChainRead]] = {}
         for row in c.execute(
             "SELECT r.contract, r.subject, r.kind, r.block_number, r.block_hash, r.result_json "
-            "FROM temp.touched t CROSS JOIN chain_reads r ON r.chain_id = ? AND "
+            f"FROM {tt} t {join} chain_reads r ON r.chain_id = ? AND "
             "r.contract = t.contract AND r.subject = t.subject",
             (cid,),
         ):
@@ -97,7 +102,7 @@ class Projections:
         ).fetchone()[0]
         if not fresh or stored != len(keys):
             rows = c.execute(
-                f"SELECT {LOAD_COLS} FROM temp.touched t CROSS JOIN events e ON "
+                f"SELECT {LOAD_COLS} FROM {tt} t {join} events e ON "
                 f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
                 f"{TOKEN_JOIN}",
                 (cid,),
@@ -107,11 +112,14 @@ class Projections:
             self.write(self.groups(rows, reads, known))
             return
         rows = c.execute(
-            f"SELECT {LOAD_COLS} FROM temp.touched t CROSS JOIN events e ON "
+            f"SELECT {LOAD_COLS} FROM {tt} t {join} events e ON "
             f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
             f"AND (e.block_number < ? OR e.block_number > ?) {TOKEN_JOIN}",
             (cid, lo, hi),
         ).fetchall()
+        # grouped by subject below; SQLite's join order already gives it (so the sort is
+        # a linear pass), PostgreSQL's plan may not
+        rows.sort(key=lambda r: (r[0], r[1]))
         tokens = {
             (str(r[0]), str(r[1])): r
             for r in c.execute(

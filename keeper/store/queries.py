@@ -1,7 +1,7 @@
 """Aggregate reads over the store, for the API, the status page, metrics and the keeper.
 
 Pure reads on a connection from ``keeper.store.db.connect`` (rows as
-``sqlite3.Row``; a read-only one in the API and the gauges). Sums of amounts
+``DbRow``; a read-only one in the API and the gauges). Sums of amounts
 are exact Python ints, summed in Python: SQLite's SUM goes through int64 or
 float and would round or overflow uint256 values. Jobs and tasks themselves,
 as served, are :mod:`keeper.store.subjects`.
@@ -9,10 +9,12 @@ as served, are :mod:`keeper.store.subjects`.
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from keeper.domain.model import TaskStatus
+
+if TYPE_CHECKING:
+    from keeper.store.db import Db
 
 __all__ = [
     "block_timestamp",
@@ -55,9 +57,7 @@ def latest_pause(by_chain: bool) -> str:
     )
 
 
-def pause_state(
-    conn: sqlite3.Connection, contract: str, *, chain_id: int | None = None
-) -> tuple[bool, int] | None:
+def pause_state(conn: Db, contract: str, *, chain_id: int | None = None) -> tuple[bool, int] | None:
     """(paused, block) after the contract's latest Paused/Unpaused event; None if it has none.
 
     A query rather than a projection: the events table is already reorg-safe,
@@ -70,7 +70,7 @@ def pause_state(
 
 
 def counts_by_status(
-    conn: sqlite3.Connection, *, chain_id: int | None = None
+    conn: Db, *, chain_id: int | None = None
 ) -> dict[str, dict[str, dict[str, int]]]:
     """``{"jobs"|"tasks": {contract: {status: count}}}``, for gauges and the status page."""
     where, params = ("WHERE chain_id = ?", [chain_id]) if chain_id is not None else ("", [])
@@ -84,7 +84,7 @@ def counts_by_status(
     return out
 
 
-def escrow_locked(conn: sqlite3.Connection, *, chain_id: int | None = None) -> list[dict[str, Any]]:
+def escrow_locked(conn: Db, *, chain_id: int | None = None) -> list[dict[str, Any]]:
     """Escrow held per (contract, token): funded jobs' amounts and open tasks' rewards.
 
     Also reports, per contract, the budget of Open jobs (``open_budget``):
@@ -127,7 +127,7 @@ def escrow_locked(conn: sqlite3.Connection, *, chain_id: int | None = None) -> l
     ]
 
 
-def status_summary(conn: sqlite3.Connection, chain_id: int) -> dict[str, Any]:
+def status_summary(conn: Db, chain_id: int) -> dict[str, Any]:
     """Where indexing stands: cursor, window, event totals (unknown ones apart)."""
     cur = conn.execute(
         "SELECT indexed_block, indexed_hash, finalized_block, updated_at FROM cursor "
@@ -152,7 +152,7 @@ def _where_chain(chain_id: int | None) -> tuple[str, list[Any]]:
     return ("1=1", []) if chain_id is None else ("chain_id = ?", [chain_id])
 
 
-def block_timestamp(conn: sqlite3.Connection, chain_id: int, number: int) -> int | None:
+def block_timestamp(conn: Db, chain_id: int, number: int) -> int | None:
     """The timestamp of a block in the window; None once it is pruned or never seen."""
     row = conn.execute(
         "SELECT timestamp FROM blocks WHERE chain_id = ? AND number = ?", (chain_id, number)
@@ -161,7 +161,7 @@ def block_timestamp(conn: sqlite3.Connection, chain_id: int, number: int) -> int
 
 
 def intent_counts(
-    conn: sqlite3.Connection, *, chain_id: int | None = None
+    conn: Db, *, chain_id: int | None = None
 ) -> tuple[dict[str, int], dict[str, int]]:
     """(unfinished intents by action, finished ones by outcome) of the keeper."""
     where, params = _where_chain(chain_id)
@@ -179,7 +179,7 @@ def intent_counts(
     return backlog, outcomes
 
 
-def overdue_intents(conn: sqlite3.Connection, *, chain_id: int | None = None) -> CountRows:
+def overdue_intents(conn: Db, *, chain_id: int | None = None) -> CountRows:
     """(contract, action, count) of unfinished intents: one is written when an action falls
     due, so an unfinished intent is overdue."""
     where, params = _where_chain(chain_id)
@@ -191,7 +191,7 @@ def overdue_intents(conn: sqlite3.Connection, *, chain_id: int | None = None) ->
     return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
 
-def verifications_by_status(conn: sqlite3.Connection, *, chain_id: int | None = None) -> CountRows:
+def verifications_by_status(conn: Db, *, chain_id: int | None = None) -> CountRows:
     """(contract, verification status, count) of the verdicts' latest verifications."""
     where, params = _where_chain(chain_id)
     rows = conn.execute(
@@ -203,7 +203,7 @@ def verifications_by_status(conn: sqlite3.Connection, *, chain_id: int | None = 
 
 
 def recent_verdicts(
-    conn: sqlite3.Connection, *, chain_id: int | None = None, limit: int = 10
+    conn: Db, *, chain_id: int | None = None, limit: int = 10
 ) -> list[dict[str, Any]]:
     """The latest jobs that ended with an evaluator verdict, newest first."""
     where, params = _where_chain(chain_id)

@@ -8,16 +8,13 @@ those rows, so a scrape costs what there is to report, not the whole table.
 
 from __future__ import annotations
 
-import sqlite3
-
 from keeper.domain.reads import MISSING
+from keeper.store.db import Db
 
 __all__ = ["missing_reads"]
 
 
-def missing_reads(
-    conn: sqlite3.Connection, *, chain_id: int | None = None
-) -> list[tuple[str, str, int]]:
+def missing_reads(conn: Db, *, chain_id: int | None = None) -> list[tuple[str, str, int]]:
     """(contract, read kind, count) of the reads recorded as missing."""
     sql = "SELECT contract, kind, COUNT(*) FROM chain_reads WHERE source = ?"
     args: list[object] = [MISSING]

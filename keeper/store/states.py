@@ -7,11 +7,11 @@ tasks), so a tick's cost follows the open work, not the history.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import fields
 from typing import Any, Final
 
 from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus, VerdictType
+from keeper.store.db import Db, DbRow
 
 LIVE_JOB_STATUSES: Final = ("open", "funded", "submitted")
 TERMINAL_TASK_STATUSES: Final = ("accepted", "expired", "cancelled")
@@ -20,7 +20,7 @@ _JOB_INTS: Final = {"budget", "funded_amount", "refunded_amount", "paid_amount",
 _TASK_INTS: Final = {"reward", "evaluator_stake", "paid_amount", "refunded_amount"}
 
 
-def live_jobs(conn: sqlite3.Connection, chain_id: int) -> list[JobState]:
+def live_jobs(conn: Db, chain_id: int) -> list[JobState]:
     marks = ",".join("?" * len(LIVE_JOB_STATUSES))
     rows = conn.execute(
         f"SELECT * FROM jobs WHERE chain_id = ? AND status IN ({marks})",
@@ -29,7 +29,7 @@ def live_jobs(conn: sqlite3.Connection, chain_id: int) -> list[JobState]:
     return [job_from_row(r) for r in rows]
 
 
-def live_tasks(conn: sqlite3.Connection, chain_id: int) -> list[TaskState]:
+def live_tasks(conn: Db, chain_id: int) -> list[TaskState]:
     marks = ",".join("?" * len(TERMINAL_TASK_STATUSES))
     rows = conn.execute(
         f"SELECT * FROM tasks WHERE chain_id = ? AND status NOT IN ({marks})",
@@ -38,9 +38,9 @@ def live_tasks(conn: sqlite3.Connection, chain_id: int) -> list[TaskState]:
     return [task_from_row(r) for r in rows]
 
 
-def job_from_row(row: sqlite3.Row) -> JobState:
+def job_from_row(row: DbRow) -> JobState:
     values: dict[str, Any] = {}
-    columns = set(row.keys())  # sqlite3.Row's `in` looks at values, not column names
+    columns = set(row.keys())  # DbRow's `in` looks at values, not column names
     for f in fields(JobState):
         if f.name == "status":
             values["status"] = JobStatus(int(row["status_code"]))
@@ -56,7 +56,7 @@ def job_from_row(row: sqlite3.Row) -> JobState:
     return JobState(**values)
 
 
-def task_from_row(row: sqlite3.Row) -> TaskState:
+def task_from_row(row: DbRow) -> TaskState:
     values: dict[str, Any] = {}
     columns = set(row.keys())
     for f in fields(TaskState):

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from keeper.domain.model import JobStatus, TaskStatus, VerdictType
 from keeper.store.queries import latest_pause
+
+if TYPE_CHECKING:
+    from keeper.store.db import Db
 
 __all__ = [
     "MAX_LIMIT",
@@ -209,7 +211,7 @@ def _below(spec: Subjects, contract: str | None, after: PageKey) -> tuple[str, l
 
 
 def list_page(
-    conn: sqlite3.Connection,
+    conn: Db,
     kind: Kind,
     wire: tuple[str, Sequence[Any]],
     *,
@@ -348,7 +350,7 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
 
 
 def detail(
-    conn: sqlite3.Connection,
+    conn: Db,
     kind: Kind,
     contract: str,
     subject_id: str,
@@ -368,7 +370,7 @@ def detail(
     return None if row is None else str(row[0])
 
 
-def present_parts(conn: sqlite3.Connection) -> DetailParts:
+def present_parts(conn: Db) -> DetailParts:
     """The optional tables of a detail that this database has."""
     names = {
         str(r[0])
@@ -380,9 +382,7 @@ def present_parts(conn: sqlite3.Connection) -> DetailParts:
     return DetailParts(intents="keeper_intents" in names, verification="verifications" in names)
 
 
-def verification_of(
-    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
-) -> dict[str, Any] | None:
+def verification_of(conn: Db, chain_id: int, contract: str, job_id: str) -> dict[str, Any] | None:
     """The latest verification of a job's verdict as the detail shows it; None if none."""
     row = conn.execute(
         f"SELECT {_VERIFICATION} FROM verifications "

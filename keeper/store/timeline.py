@@ -15,12 +15,12 @@ could hold in one bucket) and joins the limbs in Python, exactly.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from keeper.domain.planner import Action, PlannerConfig, plan_job, plan_task
+from keeper.store.db import Db
 from keeper.store.states import job_from_row, task_from_row
 
 __all__ = [
@@ -113,7 +113,7 @@ def _limbs(row: Iterable[object]) -> int:
     return total
 
 
-def escrow_flows(conn: sqlite3.Connection, chain_id: int, window: Window) -> list[Flow]:
+def escrow_flows(conn: Db, chain_id: int, window: Window) -> list[Flow]:
     """Funding in and release out per bucket, from the window's start to the newest event.
 
     Buckets at or past ``window.buckets`` hold events after the window's end (none
@@ -171,9 +171,7 @@ def locked_points(current: int, net_by_bucket: Mapping[int, int], buckets: int) 
     return points
 
 
-def keeper_outcomes(
-    conn: sqlite3.Connection, chain_id: int, window: Window
-) -> dict[tuple[int, str], int]:
+def keeper_outcomes(conn: Db, chain_id: int, window: Window) -> dict[tuple[int, str], int]:
     """Finished keeper intents per (bucket, confirmed|preempted|failed).
 
     An intent is placed at its receipt block's time when the index holds that
@@ -210,9 +208,7 @@ _VERDICT_JOIN: Final = f"""
 """
 
 
-def verification_series(
-    conn: sqlite3.Connection, chain_id: int, window: Window
-) -> dict[tuple[int, str], int]:
+def verification_series(conn: Db, chain_id: int, window: Window) -> dict[tuple[int, str], int]:
     """Evaluator verdicts per (bucket, verification status); ``pending``: not verified yet."""
     sql = (
         f"SELECT {_bucket('e.block_timestamp')} AS b, COALESCE(v.status, 'pending') AS s, "
@@ -223,7 +219,7 @@ def verification_series(
 
 
 def verdict_failures(
-    conn: sqlite3.Connection, chain_id: int, window: Window, limit: int = 20
+    conn: Db, chain_id: int, window: Window, limit: int = 20
 ) -> list[VerdictFailure]:
     """The newest verdicts in the window whose verification did not come out verified."""
     sql = (
@@ -238,9 +234,7 @@ def verdict_failures(
     return [VerdictFailure(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
 
-def deadlines_ahead(
-    conn: sqlite3.Connection, chain_id: int, until: int, config: PlannerConfig
-) -> list[Action]:
+def deadlines_ahead(conn: Db, chain_id: int, until: int, config: PlannerConfig) -> list[Action]:
     """Every keeper call due by ``until``, by the planner's own rules (overdue ones too).
 
     Jobs come off ``jobs_due`` (only those whose deadline falls by ``until``);
@@ -271,7 +265,7 @@ def deadlines_ahead(
     return out
 
 
-def chain_now(conn: sqlite3.Connection, chain_id: int) -> tuple[int, int] | None:
+def chain_now(conn: Db, chain_id: int) -> tuple[int, int] | None:
     """(block, timestamp) of the indexed block, or of the newest event when it was pruned."""
     row = conn.execute(
         "SELECT b.number, b.timestamp FROM cursor c JOIN blocks b ON b.chain_id = c.chain_id "
@@ -287,7 +281,7 @@ def chain_now(conn: sqlite3.Connection, chain_id: int) -> tuple[int, int] | None
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def unfinished_intents(conn: sqlite3.Connection, chain_id: int) -> dict[str, int]:
+def unfinished_intents(conn: Db, chain_id: int) -> dict[str, int]:
     """Keeper intents decided but not finished (open or in flight), by action."""
     rows = conn.execute(
         "SELECT action, COUNT(*) FROM keeper_intents WHERE chain_id = ? "

@@ -8,16 +8,15 @@ life and a symbol change does not change any amount.
 
 from __future__ import annotations
 
-import sqlite3
-
 from keeper.domain.tokens import TokenMeta
+from keeper.store.db import Db
 
 __all__ = ["TokenMeta", "save_token_meta", "token_meta", "tokens_to_read"]
 
 _ZERO = "0x" + "00" * 20
 
 
-def tokens_to_read(conn: sqlite3.Connection, chain_id: int, limit: int = 20) -> list[str]:
+def tokens_to_read(conn: Db, chain_id: int, limit: int = 20) -> list[str]:
     """Job tokens with no metadata row yet (the zero address is no token)."""
     rows = conn.execute(
         "SELECT DISTINCT token FROM jobs WHERE chain_id = ? AND token NOT IN ('', ?) "
@@ -28,9 +27,7 @@ def tokens_to_read(conn: sqlite3.Connection, chain_id: int, limit: int = 20) -> 
     return sorted(str(r[0]) for r in rows)
 
 
-def save_token_meta(
-    conn: sqlite3.Connection, chain_id: int, meta: TokenMeta, read_block: int
-) -> None:
+def save_token_meta(conn: Db, chain_id: int, meta: TokenMeta, read_block: int) -> None:
     """Record one token's answer (its own short transaction; a repeat is ignored)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -45,7 +42,7 @@ def save_token_meta(
         raise
 
 
-def token_meta(conn: sqlite3.Connection, chain_id: int | None) -> dict[str, TokenMeta]:
+def token_meta(conn: Db, chain_id: int | None) -> dict[str, TokenMeta]:
     """Every known token's metadata, by address (a few rows: one per token)."""
     where, params = ("WHERE chain_id = ?", (chain_id,)) if chain_id is not None else ("", ())
     rows = conn.execute(f"SELECT token, decimals, symbol FROM token_meta {where}", params)

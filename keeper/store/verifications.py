@@ -7,10 +7,11 @@ SQL for the verify component lives here and nowhere else.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
+
+from keeper.store.db import Db
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ _KEY = ("chain_id", "contract", "job_id")
 
 
 @contextmanager
-def _write(conn: sqlite3.Connection) -> Iterator[None]:
+def _write(conn: Db) -> Iterator[None]:
     if conn.in_transaction:
         yield
         return
@@ -119,9 +120,7 @@ def _write(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def save_verification(
-    conn: sqlite3.Connection, row: VerificationRow, *, new_revision: bool
-) -> None:
+def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> None:
     """Upsert the latest verification; with ``new_revision`` also append its report to history."""
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
     with _write(conn):
@@ -149,9 +148,7 @@ def save_verification(
             )
 
 
-def get_verification(
-    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
-) -> VerificationRow | None:
+def get_verification(conn: Db, chain_id: int, contract: str, job_id: str) -> VerificationRow | None:
     row = conn.execute(
         f"SELECT {', '.join(_COLUMNS)} FROM verifications "
         "WHERE chain_id = ? AND contract = ? AND job_id = ?",
@@ -160,9 +157,7 @@ def get_verification(
     return VerificationRow(*row) if row is not None else None
 
 
-def due_for_retry(
-    conn: sqlite3.Connection, chain_id: int, now: int, limit: int = 100
-) -> list[VerificationRow]:
+def due_for_retry(conn: Db, chain_id: int, now: int, limit: int = 100) -> list[VerificationRow]:
     """Verifications whose retry time has come, earliest first."""
     rows = conn.execute(
         f"SELECT {', '.join(_COLUMNS)} FROM verifications WHERE chain_id = ? "
@@ -172,9 +167,7 @@ def due_for_retry(
     return [VerificationRow(*r) for r in rows]
 
 
-def history(
-    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
-) -> list[HistoryEntry]:
+def history(conn: Db, chain_id: int, contract: str, job_id: str) -> list[HistoryEntry]:
     """Every report revision of one verdict, oldest first."""
     rows = conn.execute(
         "SELECT revision_count, report_digest, parent_digest, status, report_json "
@@ -186,7 +179,7 @@ def history(
 
 
 def save_document(
-    conn: sqlite3.Connection,
+    conn: Db,
     chain_id: int,
     contract: str,
     job_id: str,
@@ -206,7 +199,7 @@ def save_document(
         )
 
 
-def get_submitted_document(conn: sqlite3.Connection, digest: str) -> bytes | None:
+def get_submitted_document(conn: Db, digest: str) -> bytes | None:
     """A document posted to the API, by digest."""
     row = conn.execute(
         "SELECT body FROM verdict_documents WHERE digest = ? AND origin = 'api' LIMIT 1", (digest,)
@@ -215,7 +208,7 @@ def get_submitted_document(conn: sqlite3.Connection, digest: str) -> bytes | Non
 
 
 def save_submission(
-    conn: sqlite3.Connection,
+    conn: Db,
     chain_id: int,
     jobs: list[tuple[str, str]],
     digest: str,
@@ -237,7 +230,7 @@ def save_submission(
             )
 
 
-def get_document(conn: sqlite3.Connection, digest: str) -> bytes | None:
+def get_document(conn: Db, digest: str) -> bytes | None:
     """A stored document by digest, whichever job it was stored for."""
     row = conn.execute(
         "SELECT body FROM verdict_documents WHERE digest = ? LIMIT 1", (digest,)
@@ -245,7 +238,7 @@ def get_document(conn: sqlite3.Connection, digest: str) -> bytes | None:
     return str(row[0]).encode("utf-8") if row is not None else None
 
 
-def delete_orphans(conn: sqlite3.Connection) -> int:
+def delete_orphans(conn: Db) -> int:
     """Drop verifications (and their history) whose verdict event is no longer in ``events``.
 
     Call after a reorg's rollback, in the same transaction: a verdict that the
@@ -261,7 +254,7 @@ def delete_orphans(conn: sqlite3.Connection) -> int:
     return int(deleted)
 
 
-def _delete_unowned_history(conn: sqlite3.Connection) -> None:
+def _delete_unowned_history(conn: Db) -> None:
     conn.execute(
         "DELETE FROM verification_reports WHERE NOT EXISTS (SELECT 1 FROM verifications v "
         "WHERE v.chain_id = verification_reports.chain_id "
@@ -270,9 +263,7 @@ def _delete_unowned_history(conn: sqlite3.Connection) -> None:
     )
 
 
-def pending_verdicts(
-    conn: sqlite3.Connection, chain_id: int, limit: int = 100
-) -> list[IndexedVerdict]:
+def pending_verdicts(conn: Db, chain_id: int, limit: int = 100) -> list[IndexedVerdict]:
     """Indexed verdict events that have no verification of that very event yet, oldest first."""
     rows = conn.execute(
         _VERDICT_QUERY + "AND NOT EXISTS (SELECT 1 FROM verifications v "
@@ -284,9 +275,7 @@ def pending_verdicts(
     return [IndexedVerdict(*r) for r in rows]
 
 
-def indexed_verdict(
-    conn: sqlite3.Connection, chain_id: int, contract: str, job_id: str
-) -> IndexedVerdict | None:
+def indexed_verdict(conn: Db, chain_id: int, contract: str, job_id: str) -> IndexedVerdict | None:
     """The latest indexed verdict event of one job, with its job's facts."""
     row = conn.execute(
         _VERDICT_QUERY + "AND e.contract = ? AND e.subject = ? "
@@ -296,9 +285,7 @@ def indexed_verdict(
     return IndexedVerdict(*row) if row is not None else None
 
 
-def verdicts_with_reason(
-    conn: sqlite3.Connection, chain_id: int, reason: str
-) -> list[IndexedVerdict]:
+def verdicts_with_reason(conn: Db, chain_id: int, reason: str) -> list[IndexedVerdict]:
     """Indexed verdict events whose on-chain reason is ``reason`` (for submitted documents)."""
     rows = conn.execute(
         _VERDICT_QUERY + "AND lower(coalesce(json_extract(e.args_json, '$.reason'), j.reason)) = ? "
@@ -308,9 +295,7 @@ def verdicts_with_reason(
     return [IndexedVerdict(*r) for r in rows]
 
 
-def pending_task_verdicts(
-    conn: sqlite3.Connection, chain_id: int, limit: int = 100
-) -> list[IndexedTaskVerdict]:
+def pending_task_verdicts(conn: Db, chain_id: int, limit: int = 100) -> list[IndexedTaskVerdict]:
     """Latest task verdicts with an evidence hash and no verification of that event yet."""
     rows = conn.execute(
         _TASK_QUERY + "AND NOT EXISTS (SELECT 1 FROM verifications v "
@@ -323,7 +308,7 @@ def pending_task_verdicts(
 
 
 def indexed_task_verdict(
-    conn: sqlite3.Connection, chain_id: int, contract: str, task_id: str
+    conn: Db, chain_id: int, contract: str, task_id: str
 ) -> IndexedTaskVerdict | None:
     row = conn.execute(
         _TASK_QUERY + "AND e.contract = ? AND e.subject = ? LIMIT 1",

@@ -40,7 +40,7 @@ from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
 from keeper.rpc.scan import scan_logs
 from keeper.store import verifications as store
-from keeper.store.db import connect
+from keeper.store.db import connect, is_url
 from keeper.verify.checks import CheckConfig, VerdictFacts
 from keeper.verify.configured import build_verifier
 from keeper.verify.failures import exit_code
@@ -192,10 +192,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         config = load_config(args.config)
         if args.history:
-            return _history(config.database.path, config.chain.chain_id, args, out)
+            return _history(config.database.target, config.chain.chain_id, args, out)
         if args.from_index:
-            item = _from_index(config.database.path, config.chain.chain_id, args)
-            conn = connect(config.database.path, readonly=True)
+            item = _from_index(config.database.target, config.chain.chain_id, args)
+            conn = connect(config.database.target, readonly=True)
             try:  # documents posted to the daemon's API first, as the daemon does
                 verifier = build_verifier(config.verdicts, conn=conn)
                 outcome = asyncio.run(verify_verdict(item, verifier))
@@ -251,7 +251,7 @@ def _print_outcome(outcome: Outcome, as_json: bool, out: TextIO) -> None:
 
 
 def _from_index(db_path: str, chain_id: int, args: argparse.Namespace) -> Verdict:
-    if not Path(db_path).exists():
+    if not is_url(db_path) and not Path(db_path).exists():
         raise ConfigError(f"database {db_path} does not exist")
     conn = connect(db_path, readonly=True)
     try:
@@ -265,7 +265,7 @@ def _from_index(db_path: str, chain_id: int, args: argparse.Namespace) -> Verdic
 
 def _history(db_path: str, chain_id: int, args: argparse.Namespace, out: TextIO) -> int:
     """Print and check a verdict's stored report chain: 0 valid, 1 broken, 3 none stored."""
-    if not Path(db_path).exists():
+    if not is_url(db_path) and not Path(db_path).exists():
         raise ConfigError(f"database {db_path} does not exist")
     conn = connect(db_path, readonly=True)
     try:

@@ -8,12 +8,12 @@ on-chain reason, and local), ahead of the configured ones.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Mapping
 
 from keeper.config import DirectorySourceConfig, SourceConfig, VerdictsConfig
 from keeper.errors import ConfigError
 from keeper.obs.metrics import Metrics
+from keeper.store.db import Db
 from keeper.verify.checks import CheckConfig
 from keeper.verify.github_api import OUTCOMES, GitHubClient
 from keeper.verify.sandbox import Sandbox
@@ -48,7 +48,7 @@ def content_source(cfg: SourceConfig) -> Source:
 
 def build_verifier(
     cfg: VerdictsConfig,
-    conn: sqlite3.Connection | None = None,
+    conn: Db | None = None,
     environ: Mapping[str, str] | None = None,
     metrics: Metrics | None = None,
 ) -> Verifier:

@@ -14,10 +14,10 @@ back labelled ``api``.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from keeper.store import verifications as store
+from keeper.store.db import Db
 from keeper.verify.canonical import NotCanonicalizable, canonical_bytes, keccak_hex
 from keeper.verify.document import DocumentLimits, InvalidDocument, parse_object
 from keeper.verify.failures import Failure, FailureCode
@@ -31,7 +31,7 @@ class Accepted:
 
 
 def accept_submission(
-    conn: sqlite3.Connection, chain_id: int, raw: bytes, limits: DocumentLimits | None = None
+    conn: Db, chain_id: int, raw: bytes, limits: DocumentLimits | None = None
 ) -> Accepted | Failure:
     """Store ``raw`` if it is the document behind an indexed verdict; else say why not."""
     try:
@@ -56,7 +56,7 @@ def accept_submission(
 class StoredDocumentSource:
     """Documents posted to ``POST /v1/verdicts``, by the verdict's reason (label ``api``)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self.conn = conn
 
     @property

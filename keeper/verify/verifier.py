@@ -12,10 +12,10 @@ a report revision; a repeat only reschedules.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 
 from keeper.store import verifications as store
+from keeper.store.db import Db
 from keeper.verify.checks import VerdictFacts
 from keeper.verify.evidence import chain_from_task, verify_evidence
 from keeper.verify.failures import Failure, Status
@@ -33,7 +33,7 @@ TASK_EVENT = "TaskEvaluated"
 
 
 async def verify_pending(
-    conn: sqlite3.Connection, chain_id: int, verifier: Verifier, now: int, limit: int = 50
+    conn: Db, chain_id: int, verifier: Verifier, now: int, limit: int = 50
 ) -> int:
     """Verify newly indexed verdicts and the retries that are due; returns how many ran."""
     jobs = store.pending_verdicts(conn, chain_id, limit)
@@ -53,7 +53,7 @@ async def verify_pending(
 
 
 async def verify_task_and_record(
-    conn: sqlite3.Connection, task: store.IndexedTaskVerdict, verifier: Verifier, now: int
+    conn: Db, task: store.IndexedTaskVerdict, verifier: Verifier, now: int
 ) -> store.VerificationRow:
     """Check a task verdict's evidence document and store the result."""
     chain = chain_from_task(task)
@@ -65,7 +65,7 @@ async def verify_task_and_record(
 
 
 async def verify_and_record(
-    conn: sqlite3.Connection, verdict: Verdict, verifier: Verifier, now: int
+    conn: Db, verdict: Verdict, verifier: Verifier, now: int
 ) -> store.VerificationRow:
     """Verify one ERC-8183 verdict and store the result (see ``record_verification``)."""
 
@@ -76,7 +76,7 @@ async def verify_and_record(
 
 
 async def record_verification(
-    conn: sqlite3.Connection,
+    conn: Db,
     chain: ChainRef,
     run: Callable[[Report | None], Awaitable[Outcome]],
     policy: RetryPolicy,

@@ -10,9 +10,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 from index_builders import JOBS, LEGACY_JOBS, TOKEN, Synth, SynthBlock, batch_of
 
@@ -27,8 +29,8 @@ from keeper.store.migrations import migrate
 CHAIN = 31337
 
 
-def _store(tmp_path: Path, name: str = "index.db", cache: int = 50_000) -> IndexStore:
-    conn = connect(tmp_path / name)
+def _store(new_db: Callable[[], str], cache: int = 50_000) -> IndexStore:
+    conn = connect(new_db())
     migrate(conn)
     return IndexStore(conn, CHAIN, keep_margin=4, decoded_cache=cache)
 
@@ -40,9 +42,9 @@ def _apply_in_chunks(store: IndexStore, blocks: list[SynthBlock], size: int, lag
 
 
 class TestApply:
-    def test_projections_equal_direct_reduction(self, tmp_path: Path) -> None:
+    def test_projections_equal_direct_reduction(self, new_db: Callable[[], str]) -> None:
         """Stored job and task rows equal what the reducers give on the same events and reads."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=5).blocks(1, 30)
         result = store.apply_batch(batch_of(blocks, finalized=20))
         events = [e for b in blocks for e in b.events]
@@ -72,9 +74,9 @@ class TestApply:
         }
         assert legacy_tokens == {TOKEN}
 
-    def test_uint256_amounts_survive_and_times_saturate(self, tmp_path: Path) -> None:
+    def test_uint256_amounts_survive_and_times_saturate(self, new_db: Callable[[], str]) -> None:
         """A 2**256-1 budget is stored exactly as text; a huge expiry saturates to int64."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=5).blocks(1, 40)
         store.apply_batch(batch_of(blocks, finalized=0))
         budgets = {r[0] for r in store.conn.execute("SELECT budget FROM jobs")}
@@ -97,9 +99,9 @@ class TestApply:
         ).fetchone()
         assert row[0] == 2**63 - 1
 
-    def test_reapplying_a_batch_changes_nothing(self, tmp_path: Path) -> None:
+    def test_reapplying_a_batch_changes_nothing(self, new_db: Callable[[], str]) -> None:
         """The same batch twice gives the same tables and zero new events."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         batch = batch_of(Synth(seed=6).blocks(1, 15), finalized=5)
         store.apply_batch(batch)
         before = store.dump()
@@ -107,11 +109,13 @@ class TestApply:
         assert (again.new_events, again.unknown_events) == (0, 0)
         assert store.dump() == before
 
-    def test_chunked_apply_equals_one_batch_and_rebuild_is_identical(self, tmp_path: Path) -> None:
+    def test_chunked_apply_equals_one_batch_and_rebuild_is_identical(
+        self, new_db: Callable[[], str]
+    ) -> None:
         """Small batches (any decode cache size), one big batch and a rebuild: identical dumps."""
         blocks = Synth(seed=7).blocks(1, 40)
-        small, big = _store(tmp_path, "a.db"), _store(tmp_path, "b.db")
-        tiny_cache = _store(tmp_path, "c.db", cache=5)
+        small, big = _store(new_db), _store(new_db)
+        tiny_cache = _store(new_db, cache=5)
         _apply_in_chunks(small, blocks, 3, lag=0)
         _apply_in_chunks(tiny_cache, blocks, 3, lag=0)
         big.apply_batch(batch_of(blocks, finalized=40))
@@ -122,23 +126,25 @@ class TestApply:
         small.rebuild_all()
         assert small.dump() == big.dump()
 
-    def test_overlapping_partial_batch_takes_the_full_reload_path(self, tmp_path: Path) -> None:
+    def test_overlapping_partial_batch_takes_the_full_reload_path(
+        self, new_db: Callable[[], str]
+    ) -> None:
         """A batch overlapping stored blocks with only some of their events still reduces right."""
         blocks = Synth(seed=16).blocks(1, 14)
-        store = _store(tmp_path, "overlap.db")
+        store = _store(new_db)
         store.apply_batch(batch_of(blocks[:10], finalized=0))
         overlap = batch_of(blocks[4:], finalized=0)
         dropped = [e for e in overlap.events if e.log.block_number == 6]
         assert dropped
         overlap.events = [e for e in overlap.events if e.log.block_number != 6]
         store.apply_batch(overlap)
-        whole = _store(tmp_path, "whole.db")
+        whole = _store(new_db)
         whole.apply_batch(batch_of(blocks, finalized=0))
         assert store.dump() == whole.dump()
 
-    def test_batch_cannot_move_the_cursor_back(self, tmp_path: Path) -> None:
+    def test_batch_cannot_move_the_cursor_back(self, new_db: Callable[[], str]) -> None:
         """Going back is rollback_to's job; a batch trying it is refused and changes nothing."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=18).blocks(1, 10)
         store.apply_batch(batch_of(blocks, finalized=0))
         before = store.dump()
@@ -146,9 +152,9 @@ class TestApply:
             store.apply_batch(batch_of(blocks[:5], finalized=0))
         assert store.dump() == before
 
-    def test_window_is_pruned_below_finalized_minus_margin(self, tmp_path: Path) -> None:
+    def test_window_is_pruned_below_finalized_minus_margin(self, new_db: Callable[[], str]) -> None:
         """Blocks older than finalized - keep_margin leave the window; the cursor follows."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=8, events_per_block=1).blocks(1, 20)
         store.apply_batch(batch_of(blocks, finalized=15))
         assert [b.number for b in store.window()] == list(range(11, 21))
@@ -160,16 +166,18 @@ class TestApply:
             15,
         )
 
-    def test_explicit_keep_from_overrides_the_margin(self, tmp_path: Path) -> None:
+    def test_explicit_keep_from_overrides_the_margin(self, new_db: Callable[[], str]) -> None:
         """The sync engine may choose the window's lower edge itself."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=8, events_per_block=1).blocks(1, 20)
         store.apply_batch(batch_of(blocks, finalized=15), keep_from=18)
         assert [b.number for b in store.window()] == [18, 19, 20]
 
-    def test_late_contract_level_read_updates_the_legacy_job(self, tmp_path: Path) -> None:
+    def test_late_contract_level_read_updates_the_legacy_job(
+        self, new_db: Callable[[], str]
+    ) -> None:
         """A paymentToken read arriving in a later batch than its BudgetSet still applies."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=9).blocks(1, 30)
         token_reads = [r for b in blocks for r in b.reads if r.kind == "paymentToken"]
         assert token_reads
@@ -204,22 +212,22 @@ class TestCodecs:
 
 
 class TestAtomicity:
-    def test_failing_batch_leaves_nothing(self, tmp_path: Path) -> None:
+    def test_failing_batch_leaves_nothing(self, new_db: Callable[[], str]) -> None:
         """A batch failing after its events were inserted rolls back events, reads and cursor."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=10).blocks(1, 10)
         store.apply_batch(batch_of(blocks[:5], finalized=0))
         before = store.dump()
         bad = batch_of(blocks[5:], finalized=0)
         bad.blocks.append(BlockHeader(11, None, "0x", 0))  # type: ignore[arg-type]
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError)):
             store.apply_batch(bad)
         assert not store.conn.in_transaction
         assert store.dump() == before
 
-    def test_sigkill_mid_sync_loses_and_duplicates_nothing(self, tmp_path: Path) -> None:
+    def test_sigkill_mid_sync_loses_and_duplicates_nothing(self, new_db: Callable[[], str]) -> None:
         """After SIGKILL during a stream of batches the DB is a consistent prefix of the chain."""
-        db = tmp_path / "killed.db"
+        db = new_db()
         here = Path(__file__).parent
         script = textwrap.dedent(f"""
             import sys; sys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]
@@ -255,7 +263,7 @@ class TestAtomicity:
         top = store.conn.execute("SELECT max(block_number) FROM events").fetchone()[0]
         assert top == cur.indexed_block
         killed = store.dump()
-        reference = _store(tmp_path, "ref.db")
+        reference = _store(new_db)
         blocks = Synth(seed=11, events_per_block=40).blocks(1, cur.indexed_block)
         for i in range(0, len(blocks), 2):
             reference.apply_batch(batch_of(blocks[i : i + 2], finalized=max(i - 10, 0)))
@@ -265,7 +273,7 @@ class TestAtomicity:
 
 
 class TestRollback:
-    def test_rollback_then_replay_equals_fresh_apply(self, tmp_path: Path) -> None:
+    def test_rollback_then_replay_equals_fresh_apply(self, new_db: Callable[[], str]) -> None:
         """Reorg at 12: rolling back and applying the new branch equals indexing it directly."""
         main = Synth(seed=12)
         blocks_a = main.blocks(1, 20)
@@ -275,7 +283,7 @@ class TestRollback:
         blocks_b = branch.blocks(13, 20, parent=common[-1].header.hash)
         assert [b.header.hash for b in common] == [b.header.hash for b in blocks_a[:12]]
 
-        store = _store(tmp_path, "reorged.db")
+        store = _store(new_db)
         _apply_in_chunks(store, blocks_a, 5, lag=10)
         above = {(e.contract, e.subject) for b in blocks_a[12:] for e in b.events if e.subject}
         touched = store.rollback_to(12)
@@ -286,14 +294,14 @@ class TestRollback:
         assert store.window()[-1].number == 12
         store.apply_batch(batch_of(blocks_b, finalized=10))
 
-        fresh = _store(tmp_path, "fresh.db")
+        fresh = _store(new_db)
         _apply_in_chunks(fresh, common, 5, lag=10)
         fresh.apply_batch(batch_of(blocks_b, finalized=10))
         assert store.dump() == fresh.dump()
 
-    def test_rollback_removes_subjects_created_above_fork(self, tmp_path: Path) -> None:
+    def test_rollback_removes_subjects_created_above_fork(self, new_db: Callable[[], str]) -> None:
         """A job whose only events were orphaned disappears from the projections."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=13).blocks(1, 10)
         store.apply_batch(batch_of(blocks, finalized=0))
         born_late = {
@@ -315,9 +323,9 @@ class TestRollback:
             == 0
         )
 
-    def test_fork_below_window_is_a_deep_reorg(self, tmp_path: Path) -> None:
+    def test_fork_below_window_is_a_deep_reorg(self, new_db: Callable[[], str]) -> None:
         """A fork point no longer in the window raises DeepReorgError and changes nothing."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         store.apply_batch(batch_of(Synth(seed=14).blocks(1, 30), finalized=30))
         before = store.dump()
         with pytest.raises(DeepReorgError) as err:
@@ -325,18 +333,18 @@ class TestRollback:
         assert err.value.depth_at_least == 27
         assert store.dump() == before
 
-    def test_rollback_before_genesis_forgets_everything(self, tmp_path: Path) -> None:
+    def test_rollback_before_genesis_forgets_everything(self, new_db: Callable[[], str]) -> None:
         """Fork point -1 (the chain replaced from block 0) empties the index and the window."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         store.apply_batch(batch_of(Synth(seed=17).blocks(0, 5), finalized=0))
         assert store.rollback_to(-1)
         dump = store.dump()
         assert dump["cursor"] == [(CHAIN, -1, "0x" + "00" * 32, -1)]
         assert all(not rows for table, rows in dump.items() if table != "cursor")
 
-    def test_status_moves_back_on_rollback(self, tmp_path: Path) -> None:
+    def test_status_moves_back_on_rollback(self, new_db: Callable[[], str]) -> None:
         """A job completed in an orphaned block gets back the status it had at the fork point."""
-        store = _store(tmp_path)
+        store = _store(new_db)
         blocks = Synth(seed=15).blocks(1, 30)
         store.apply_batch(batch_of(blocks, finalized=0))
         events = [e for b in blocks for e in b.events]
