@@ -102,6 +102,13 @@ class _BoolAsInteger(Dumper):
         return b"1" if obj else b"0"
 
 
+# the server ending the session (a shutdown, a crash, a terminated backend, recovery)
+_SHUTDOWN: Final = (
+    psycopg.errors.AdminShutdown,
+    psycopg.errors.CrashShutdown,
+    psycopg.errors.CannotConnectNow,
+)
+
 _BEGIN: Final = {
     "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED",
     "BEGIN": "BEGIN ISOLATION LEVEL REPEATABLE READ",
@@ -149,6 +156,8 @@ class PgConnection:
         self._session_sql: list[str] = []
         self._conn: psycopg.Connection[PgRow] | None = None
         self._in_tx = False
+        # sessions opened so far: 1 plus one per reconnect
+        self.sessions = 0
         self._conn = self._connect_retrying()
 
     # --- the sqlite3.Connection subset -------------------------------------------------
@@ -158,7 +167,7 @@ class PgConnection:
         try:
             cur = conn.execute(translate(sql), parameters or None, prepare=False)
         except psycopg.OperationalError as exc:
-            raise self._lost(exc) from None
+            raise self._lost(exc, sql) from None
         self._track(sql)
         return cur
 
@@ -172,7 +181,7 @@ class PgConnection:
             if params:
                 cur.executemany(translate(sql), params)
         except psycopg.OperationalError as exc:
-            raise self._lost(exc) from None
+            raise self._lost(exc, sql) from None
         return cur
 
     @property
@@ -218,9 +227,15 @@ class PgConnection:
         self._conn = self._connect_retrying()
         return self._conn
 
-    def _lost(self, exc: psycopg.OperationalError) -> Exception:
+    def _lost(self, exc: psycopg.OperationalError, sql: str) -> Exception:
         conn = self._conn
-        if conn is not None and (conn.closed or conn.broken):
+        if conn is None:
+            return exc
+        if _is_end(sql):  # a COMMIT may or may not have happened: the caller re-checks
+            self._in_tx = False
+        gone = conn.closed or conn.broken or exc.sqlstate is None
+        if gone or isinstance(exc, _SHUTDOWN):
+            conn.close()  # the next statement opens a new session
             return DatabaseUnavailableError(
                 f"PostgreSQL at {redact_url(self.url)} went away: {_scrub(exc, self.url)}"
             )
@@ -262,6 +277,7 @@ class PgConnection:
             conn.execute(translate(sql))
         if self.readonly:
             conn.execute("SET default_transaction_read_only = on")
+        self.sessions += 1
         return conn
 
 

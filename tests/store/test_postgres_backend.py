@@ -1,0 +1,207 @@
+"""The PostgreSQL backend against a real server: the same tables as SQLite, migrations
+that do not race, batches that survive a crash-restart of the server, a URL never shown."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from index_builders import Synth, SynthBlock, batch_of
+from support.postgres import PostgresServer
+
+from keeper.config import parse_config, redacted
+from keeper.store.db import connect, connect_sqlite
+from keeper.store.index_store import IndexStore
+from keeper.store.migrations import COMPONENTS, component_migrations, current_versions, migrate
+from keeper.store.pg import DatabaseUnavailableError, PgConnection
+
+CHAIN = 10
+INDEX_TABLES = ("events", "blocks", "cursor", "chain_reads", "jobs", "tasks")
+
+
+def _clear(store: IndexStore) -> None:
+    for table in INDEX_TABLES:
+        store.conn.execute(f"DELETE FROM {table}")
+
+
+@pytest.fixture(scope="module")
+def pg_store(postgres_server: PostgresServer) -> IndexStore:
+    """One migrated database for the property below (hypothesis examples share it)."""
+    conn = connect(postgres_server.database())
+    migrate(conn)
+    return IndexStore(conn, CHAIN, keep_margin=64)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    chunk=st.integers(1, 6),
+    reorgs=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 6)), max_size=3),
+    seed=st.integers(0, 1000),
+)
+def test_same_batches_and_reorgs_give_the_same_dump_on_both_backends(
+    pg_store: IndexStore, chunk: int, reorgs: list[tuple[int, int]], seed: int
+) -> None:
+    """Batches, rollbacks and replays applied to SQLite and PostgreSQL: identical dump()."""
+    _clear(pg_store)
+    lite = connect_sqlite(":memory:")
+    migrate(lite)
+    stores = [IndexStore(lite, CHAIN, keep_margin=64), pg_store]
+    synth = Synth(seed=seed, events_per_block=4)
+    chain: list[SynthBlock] = synth.blocks(1, 12)
+    for store in stores:
+        for i in range(0, len(chain), chunk):
+            store.apply_batch(batch_of(chain[i : i + chunk], finalized=0))
+    for n, (depth, grow) in enumerate(reorgs):
+        fork = len(chain) - depth
+        synth.switch_fork(f"fork{n}")
+        branch = synth.blocks(fork + 1, fork + depth + grow, parent=chain[fork - 1].header.hash)
+        chain = chain[:fork] + branch
+        for store in stores:
+            store.rollback_to(fork)
+            for i in range(0, len(branch), chunk):
+                store.apply_batch(batch_of(branch[i : i + chunk], finalized=0))
+    dumps = [store.dump() for store in stores]
+    assert dumps[0]["events"], "the chain has events"
+    assert dumps[0] == dumps[1]
+    pg_store.rebuild_all()
+    assert pg_store.dump() == dumps[0]
+
+
+def test_migrations_started_together_apply_once(postgres_server: PostgresServer) -> None:
+    """Six connections migrating one empty database at once: no error, one set of versions."""
+    url = postgres_server.database()
+    conns = [connect(url) for _ in range(6)]
+    start = threading.Barrier(len(conns))
+    applied: list[dict[str, int]] = []
+    errors: list[BaseException] = []
+
+    def run(conn: PgConnection) -> None:
+        start.wait()
+        try:
+            applied.append(migrate(conn))
+        except BaseException as exc:  # collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    want = {c: len(component_migrations(c)) for c in COMPONENTS}
+    # every migration was applied by exactly one of them
+    assert {c: sum(a[c] for a in applied) for c in COMPONENTS} == want
+    assert current_versions(conns[0]) == want
+    tables = (
+        conns[0]
+        .execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'")
+        .fetchone()[0]
+    )
+    lite = connect_sqlite(":memory:")
+    migrate(lite)
+    lite_tables = lite.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'")
+    assert tables == lite_tables.fetchone()[0]
+
+
+def test_a_crash_restart_mid_stream_loses_and_duplicates_nothing(
+    postgres_server: PostgresServer,
+) -> None:
+    """pg_ctl restart -m immediate under a stream of batches: each batch is all or nothing,
+    the store reconnects by itself and the final tables equal a single clean run."""
+    url = postgres_server.database()
+    conn = connect(url)
+    migrate(conn)
+    assert isinstance(conn, PgConnection)
+    store = IndexStore(conn, CHAIN, keep_margin=4)
+    blocks = Synth(seed=3, events_per_block=30).blocks(1, 160)
+    failures: list[BaseException] = []
+    progress = threading.Event()
+
+    def stream() -> None:
+        try:
+            for i in range(0, len(blocks), 2):
+                store.apply_batch(batch_of(blocks[i : i + 2], finalized=max(i - 10, 0)))
+                if i >= 20:
+                    progress.set()
+        except BaseException as exc:  # asserted below
+            failures.append(exc)
+
+    writer = threading.Thread(target=stream)
+    writer.start()
+    assert progress.wait(60)
+    for _ in range(2):
+        postgres_server.restart_immediate()
+        # what another session sees right after the crash: whole batches only
+        probe = PgConnection(url)
+        cursor = probe.execute("SELECT indexed_block FROM cursor").fetchone()[0]
+        top = probe.execute("SELECT max(block_number) FROM events").fetchone()[0]
+        assert top == cursor
+        probe.close()
+    writer.join(120)
+    assert failures == []
+    assert conn.sessions >= 2, "the writer's session was cut and it reconnected"
+    reference = IndexStore(connect_sqlite(":memory:"), CHAIN, keep_margin=4)
+    migrate(reference.conn)
+    for i in range(0, len(blocks), 2):
+        reference.apply_batch(batch_of(blocks[i : i + 2], finalized=max(i - 10, 0)))
+    assert store.dump() == reference.dump()
+
+
+def test_a_lost_server_inside_a_transaction_is_an_error_not_a_silent_reconnect(
+    postgres_server: PostgresServer,
+) -> None:
+    """Statements after the session died mid-transaction fail; ROLLBACK then reconnects."""
+    url = postgres_server.database()
+    conn = PgConnection(url)
+    conn.execute("CREATE TABLE t (x BIGINT)")
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO t VALUES (1)")
+    killer = psycopg.connect(postgres_server.url(), autocommit=True)
+    killer.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+        (url.rsplit("/", 1)[1],),
+    )
+    killer.close()
+    with pytest.raises(DatabaseUnavailableError):
+        conn.execute("INSERT INTO t VALUES (2)")
+    with pytest.raises(DatabaseUnavailableError):
+        conn.execute("INSERT INTO t VALUES (3)")
+    conn.execute("ROLLBACK")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    assert conn.sessions == 2
+
+
+def test_the_url_and_its_password_are_never_shown(
+    postgres_server: PostgresServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In the printed configuration and in connection errors only scheme, host and port remain."""
+    secret = "s3cr3t-pw"
+    url = f"postgresql://keeper:{secret}@127.0.0.1:{postgres_server.port}/nowhere"
+    raw = {"chain": {"chain_id": 1, "rpc_urls": ["http://a.example"]}, "database": {"url": url}}
+    config = parse_config(raw, {})
+    assert config.database.target == url
+    shown = repr(redacted(config)) + config.database.shown
+    assert secret not in shown and "keeper:" not in shown
+    assert f"127.0.0.1:{postgres_server.port}" in shown
+    # trust authentication takes any password: an unknown database fails at once
+    with pytest.raises(DatabaseUnavailableError) as info:
+        PgConnection(url)
+    assert secret not in str(info.value) and "does not exist" in str(info.value)
+    assert secret not in capsys.readouterr().err
+
+
+def test_a_url_and_a_path_together_are_refused() -> None:
+    raw = {
+        "chain": {"chain_id": 1, "rpc_urls": ["http://a.example"]},
+        "database": {"path": "k.db", "url": "postgresql://u:pw@db.example/k"},
+    }
+    with pytest.raises(Exception, match=r"either database\.path") as info:
+        parse_config(raw, {})
+    assert "pw" not in str(info.value)
