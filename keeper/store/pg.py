@@ -117,13 +117,19 @@ _BEGIN: Final = {
 
 @functools.lru_cache(maxsize=4096)
 def translate(sql: str) -> str:
-    """SQLite placeholder syntax to psycopg's, outside string literals and quoted names."""
+    """SQLite parameter syntax to psycopg's: ``?`` to ``%s``, ``:name`` to ``%(name)s``.
+
+    Only outside string literals and quoted names; a literal ``%`` is doubled,
+    and a ``::`` cast is left alone.
+    """
     stripped = sql.strip()
     if stripped.upper() in _BEGIN:
         return _BEGIN[stripped.upper()]
     out: list[str] = []
     quote = ""
-    for ch in sql:
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
         if quote:
             if ch == quote:
                 quote = ""
@@ -135,8 +141,21 @@ def translate(sql: str) -> str:
             out.append("%s")
         elif ch == "%":
             out.append("%%")
+        elif (
+            ch == ":"
+            and i + 1 < n
+            and (sql[i + 1].isalpha() or sql[i + 1] == "_")
+            and (i == 0 or sql[i - 1] != ":")
+        ):
+            j = i + 1
+            while j < n and (sql[j].isalnum() or sql[j] == "_"):
+                j += 1
+            out.append(f"%({sql[i + 1 : j]})s")
+            i = j
+            continue
         else:
             out.append(ch)
+        i += 1
     return "".join(out)
 
 

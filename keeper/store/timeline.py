@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from keeper.domain.planner import Action, PlannerConfig, plan_job, plan_task
-from keeper.store.db import Db
+from keeper.store.db import Db, dialect
 from keeper.store.states import job_from_row, task_from_row
 
 __all__ = [
@@ -41,7 +41,7 @@ _LIMB: Final = 12
 _LIMBS: Final = 7  # 84 digits >= the 78 of 2**256
 _PAD: Final = "0" * (_LIMB * _LIMBS)
 _LIMB_SUMS: Final = ", ".join(
-    f"SUM(CAST(substr(p, {1 + _LIMB * i}, {_LIMB}) AS INTEGER))" for i in range(_LIMBS)
+    f"SUM(CAST(substr(p, {1 + _LIMB * i}, {_LIMB}) AS BIGINT))" for i in range(_LIMBS)
 )
 _JOB_EXITS: Final = ("JobCompleted", "JobRejected", "JobExpired")
 # TaskCompleted comes once per award: a task leaves escrow at its first terminal event
@@ -106,6 +106,13 @@ def _bucket(column: str) -> str:
     return f"(({column} - :start) - 1) / :width"
 
 
+def _padded(column: str, postgres: bool) -> str:
+    """A decimal amount left-padded to the limbs' width (SQLite: a negative substr start)."""
+    if postgres:
+        return f"right('{_PAD}' || {column}, {len(_PAD)})"
+    return f"substr('{_PAD}' || {column}, -{len(_PAD)})"
+
+
 def _limbs(row: Iterable[object]) -> int:
     total = 0
     for value in row:
@@ -122,25 +129,28 @@ def escrow_flows(conn: Db, chain_id: int, window: Window) -> list[Flow]:
     """
     jobs_in = ", ".join(f"'{n}'" for n in ("JobFunded", *_JOB_EXITS))
     task_exits = ", ".join(f"'{n}'" for n in _TASK_EXITS)
+    pg = dialect(conn) == "postgresql"
+    # SQLite's planner is told which index serves the exits; PostgreSQL's picks it
+    by_kind_time = "" if pg else "INDEXED BY events_kind_time"
     sql = f"""
     WITH flow AS (
         SELECT e.contract AS contract, j.token AS token, 'jobs' AS kind,
-               {_bucket("e.block_timestamp")} AS b, e.name = 'JobFunded' AS incoming,
-               substr('{_PAD}' || j.funded_amount, -{len(_PAD)}) AS p
+               {_bucket("e.block_timestamp")} AS b,
+               CASE WHEN e.name = 'JobFunded' THEN 1 ELSE 0 END AS incoming,
+               {_padded("j.funded_amount", pg)} AS p
         FROM events e JOIN jobs j ON j.chain_id = e.chain_id AND j.contract = e.contract
              AND j.job_id = e.subject
         WHERE e.chain_id = :chain AND e.name IN ({jobs_in}) AND e.block_timestamp > :start
         UNION ALL
         SELECT e.contract, '', 'tasks', {_bucket("e.block_timestamp")}, 1,
-               substr('{_PAD}' || t.reward, -{len(_PAD)})
+               {_padded("t.reward", pg)}
         FROM events e JOIN tasks t ON t.chain_id = e.chain_id AND t.contract = e.contract
              AND t.task_id = e.subject
         WHERE e.chain_id = :chain AND e.name = 'TaskCreated' AND e.block_timestamp > :start
         UNION ALL
-        SELECT x.contract, '', 'tasks', {_bucket("x.ts")}, 0,
-               substr('{_PAD}' || t.reward, -{len(_PAD)})
+        SELECT x.contract, '', 'tasks', {_bucket("x.ts")}, 0, {_padded("t.reward", pg)}
         FROM (SELECT contract, subject, MIN(block_timestamp) AS ts
-              FROM events INDEXED BY events_kind_time
+              FROM events {by_kind_time}
               WHERE chain_id = :chain AND name IN ({task_exits}) AND block_timestamp > :start
               GROUP BY contract, subject) x
         JOIN tasks t ON t.chain_id = :chain AND t.contract = x.contract AND t.task_id = x.subject
@@ -239,16 +249,18 @@ def deadlines_ahead(conn: Db, chain_id: int, until: int, config: PlannerConfig) 
 
     Jobs come off ``jobs_due`` (only those whose deadline falls by ``until``);
     tasks off ``tasks_status`` (live tasks only). ``+chain_id`` keeps the planner
-    off the primary key, whose chain_id prefix matches every row of a one-chain file.
+    off SQLite's primary key, whose chain_id prefix matches every row of a one-chain
+    file (PostgreSQL's planner weighs that from its statistics).
     """
+    chain = "chain_id" if dialect(conn) == "postgresql" else "+chain_id"
     jobs = conn.execute(
         f"SELECT * FROM jobs WHERE status IN ({', '.join('?' * len(_LIVE_JOBS))}) "
-        "AND expired_at <= ? AND +chain_id = ?",
+        f"AND expired_at <= ? AND {chain} = ?",
         (*_LIVE_JOBS, until, chain_id),
     ).fetchall()
     tasks = conn.execute(
         f"SELECT * FROM tasks WHERE status IN ({', '.join('?' * len(_LIVE_TASKS))}) "
-        "AND +chain_id = ? "
+        f"AND {chain} = ? "
         "AND (expiry_time < ? OR evaluation_deadline < ? OR appeal_deadline <= ?)",
         (*_LIVE_TASKS, chain_id, until, until, until),
     ).fetchall()

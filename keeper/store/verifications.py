@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
+from typing import Final
 
-from keeper.store.db import Db
+from keeper.store.db import Db, dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +97,23 @@ _TASK_QUERY = (
     "AND (l.block_number > e.block_number "
     "OR (l.block_number = e.block_number AND l.log_index > e.log_index))) "
 )
-_VERDICT_QUERY = (
-    "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, e.block_number, "
-    "e.log_index, coalesce(json_extract(e.args_json, '$.reason'), j.reason), j.deliverable, "
-    "j.evaluator, j.description, e.block_timestamp FROM events e JOIN jobs j "
-    "ON j.chain_id = e.chain_id AND j.contract = e.contract AND j.job_id = e.subject "
-    "WHERE e.chain_id = ? AND e.name IN ('JobCompleted', 'JobRejected') "
-)
+# the verdict's reason: from the event's arguments, else the job's (a legacy shape)
+_REASON: Final = {
+    "sqlite": "coalesce(json_extract(e.args_json, '$.reason'), j.reason)",
+    "postgresql": "coalesce(e.args_json::json ->> 'reason', j.reason)",
+}
+
+
+def _verdicts(conn: Db) -> str:
+    return (
+        "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, "
+        f"e.block_number, e.log_index, {_REASON[dialect(conn)]}, j.deliverable, "
+        "j.evaluator, j.description, e.block_timestamp FROM events e JOIN jobs j "
+        "ON j.chain_id = e.chain_id AND j.contract = e.contract AND j.job_id = e.subject "
+        "WHERE e.chain_id = ? AND e.name IN ('JobCompleted', 'JobRejected') "
+    )
+
+
 _KEY = ("chain_id", "contract", "job_id")
 
 
@@ -189,7 +200,7 @@ def save_document(
     origin: str = "source",
 ) -> None:
     """Keep a document's canonical bytes under its digest (idempotent; posting marks it ``api``)."""
-    keep = "origin" if origin != "api" else "excluded.origin"
+    keep = "verdict_documents.origin" if origin != "api" else "excluded.origin"
     with _write(conn):
         conn.execute(
             "INSERT INTO verdict_documents (chain_id, contract, job_id, digest, body, origin) "
@@ -266,7 +277,7 @@ def _delete_unowned_history(conn: Db) -> None:
 def pending_verdicts(conn: Db, chain_id: int, limit: int = 100) -> list[IndexedVerdict]:
     """Indexed verdict events that have no verification of that very event yet, oldest first."""
     rows = conn.execute(
-        _VERDICT_QUERY + "AND NOT EXISTS (SELECT 1 FROM verifications v "
+        _verdicts(conn) + "AND NOT EXISTS (SELECT 1 FROM verifications v "
         "WHERE v.chain_id = e.chain_id AND v.contract = e.contract AND v.job_id = e.subject "
         "AND v.block_hash = e.block_hash AND v.log_index = e.log_index) "
         "ORDER BY e.block_number, e.log_index LIMIT ?",
@@ -278,7 +289,7 @@ def pending_verdicts(conn: Db, chain_id: int, limit: int = 100) -> list[IndexedV
 def indexed_verdict(conn: Db, chain_id: int, contract: str, job_id: str) -> IndexedVerdict | None:
     """The latest indexed verdict event of one job, with its job's facts."""
     row = conn.execute(
-        _VERDICT_QUERY + "AND e.contract = ? AND e.subject = ? "
+        _verdicts(conn) + "AND e.contract = ? AND e.subject = ? "
         "ORDER BY e.block_number DESC, e.log_index DESC LIMIT 1",
         (chain_id, contract, job_id),
     ).fetchone()
@@ -288,7 +299,7 @@ def indexed_verdict(conn: Db, chain_id: int, contract: str, job_id: str) -> Inde
 def verdicts_with_reason(conn: Db, chain_id: int, reason: str) -> list[IndexedVerdict]:
     """Indexed verdict events whose on-chain reason is ``reason`` (for submitted documents)."""
     rows = conn.execute(
-        _VERDICT_QUERY + "AND lower(coalesce(json_extract(e.args_json, '$.reason'), j.reason)) = ? "
+        _verdicts(conn) + f"AND lower({_REASON[dialect(conn)]}) = ? "
         "ORDER BY e.block_number, e.log_index",
         (chain_id, reason.lower()),
     ).fetchall()

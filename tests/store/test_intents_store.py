@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
+from collections.abc import Callable
 
+import psycopg
 import pytest
 from support import keeper_books
 
 from keeper.domain.model import Protocol
 from keeper.domain.planner import Action, ActionKind
-from keeper.store.db import connect
+from keeper.store.db import connect, dialect
 from keeper.store.intents import IntentStore
 from keeper.store.migrations import migrate
 
@@ -23,8 +24,8 @@ def act(subject: str, kind: ActionKind = ActionKind.CLAIM_REFUND) -> Action:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> IntentStore:
-    conn = connect(tmp_path / "k.db")
+def store(new_db: Callable[[], str]) -> IntentStore:
+    conn = connect(new_db())
     migrate(conn)
     return IntentStore(conn, chain_id=31337, clock=lambda: 1.0)
 
@@ -60,7 +61,7 @@ class TestIntents:
     def test_database_refuses_a_duplicate_key(self, store: IntentStore) -> None:
         """The UNIQUE key holds even for a raw insert that bypasses the store."""
         store.open_decisions([act("1")], 10, "0xaa")
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError)):
             store.conn.execute(
                 "INSERT INTO keeper_intents (chain_id, contract, subject, action, protocol, status,"
                 " due_at, decided_block, decided_hash, created_at, updated_at)"
@@ -92,8 +93,11 @@ class TestAttempts:
         }
         [row] = keeper_books.all_attempts(store)
         assert (row.status, row.max_fee, row.raw_tx) == ("signed", 2**200, b"\x02a1")
+        typeof = "typeof" if dialect(store.conn) == "sqlite" else "pg_typeof"
         stored = store.conn.execute(
-            "SELECT typeof(max_fee), max_fee FROM keeper_attempts"
+            f"SELECT {typeof}(max_fee)::text, max_fee FROM keeper_attempts"
+            if typeof == "pg_typeof"
+            else "SELECT typeof(max_fee), max_fee FROM keeper_attempts"
         ).fetchone()
         assert tuple(stored) == ("text", str(2**200))
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.postgres import PostgresServer
 
 from keeper.domain.planner import PlannerConfig
 from keeper.store import queries, timeline
-from keeper.store.db import connect
+from keeper.store.db import Db, connect, connect_sqlite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from api_world import BUDGET, CHAIN_ID, World, build_world
@@ -20,18 +21,28 @@ from api_world import BUDGET, CHAIN_ID, World, build_world
 BUCKETS = st.integers(min_value=1, max_value=60)
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> World:
+    if request.param == "postgresql":
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        return build_world(server.database())  # type: ignore[arg-type]
     return build_world(tmp_path_factory.mktemp("timeline") / "keeper.db")
 
 
 @pytest.fixture
-def conn(world: World) -> sqlite3.Connection:
+def conn(world: World) -> Db:
     return connect(world.path, readonly=True)
 
 
+@pytest.fixture(scope="module")
+def lite_conn(tmp_path_factory: pytest.TempPathFactory) -> sqlite3.Connection:
+    """SQLite's plans are checked on SQLite itself."""
+    world = build_world(tmp_path_factory.mktemp("plans") / "keeper.db")
+    return connect_sqlite(world.path, readonly=True)
+
+
 class TestEscrowFlows:
-    def test_uint256_amounts_sum_exactly(self, conn: sqlite3.Connection, world: World) -> None:
+    def test_uint256_amounts_sum_exactly(self, conn: Db, world: World) -> None:
         """2**200 + 7 per job survives the SQL limb sums to the last unit."""
         indexed = timeline.chain_now(conn, CHAIN_ID)
         assert world.head is not None and indexed == (world.head.number, world.head.timestamp)
@@ -53,7 +64,7 @@ class TestEscrowFlows:
         assert points[-1] == BUDGET * holding
         assert points[0] == 0  # the whole history fits in the hour
 
-    def test_a_window_after_everything_is_flat(self, conn: sqlite3.Connection) -> None:
+    def test_a_window_after_everything_is_flat(self, conn: Db) -> None:
         indexed = timeline.chain_now(conn, CHAIN_ID)
         assert indexed is not None
         assert timeline.escrow_flows(conn, CHAIN_ID, timeline.Window(indexed[1], 60, 10)) == []
@@ -97,7 +108,8 @@ class TestPlans:
                 details.extend(str(r[3]) for r in rows)
         return details
 
-    def test_event_reads_seek_the_time_index(self, conn: sqlite3.Connection) -> None:
+    def test_event_reads_seek_the_time_index(self, lite_conn: sqlite3.Connection) -> None:
+        conn = lite_conn
         w = timeline.Window.ending(2_000_000_000, 60, 60)
         for run in (
             lambda: timeline.escrow_flows(conn, CHAIN_ID, w),
@@ -114,7 +126,8 @@ class TestPlans:
                 # by time window, or one block's events for one intent; never a scan
                 assert "events_kind_time" in d or "(chain_id=? AND block_number=?)" in d, details
 
-    def test_deadlines_use_the_due_index(self, conn: sqlite3.Connection) -> None:
+    def test_deadlines_use_the_due_index(self, lite_conn: sqlite3.Connection) -> None:
+        conn = lite_conn
         details = self.plans(
             conn, lambda: timeline.deadlines_ahead(conn, CHAIN_ID, 2_000_000_000, PlannerConfig())
         )
