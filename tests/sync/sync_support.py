@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from keeper.devnet.traffic import Timing, TrafficGenerator
 from keeper.errors import RetryableError
 from keeper.indexing import IndexListener, build_indexing
 from keeper.rpc.client import RpcClient
-from keeper.store.db import connect
+from keeper.store.db import Db, connect
 from keeper.store.migrations import migrate
 
 # Tables that must be identical between any two indexings of the same chain.
@@ -31,9 +30,17 @@ def write_config(
     name: str,
     rpc_urls: Sequence[str],
     deployment: Deployment,
+    database: str = "",
     **chain: Any,
 ) -> Config:
-    """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source)."""
+    """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source).
+
+    ``database``: a PostgreSQL URL or a SQLite path; by default ``tmp/<name>.db``.
+    """
+    if database.startswith("postgresql://"):
+        db_line = f"url = {json.dumps(database)}"
+    else:
+        db_line = f"path = {json.dumps(database or str(tmp / (name + '.db')))}"
     chain_lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in chain.items())
     contracts = [
         *((n, p.value, a) for n, p, a in deployment.escrows()),
@@ -46,7 +53,7 @@ def write_config(
     )
     text = (
         f"[chain]\nchain_id = {deployment.chain_id}\nrpc_urls = {json.dumps(list(rpc_urls))}\n"
-        f"{chain_lines}\n\n[database]\npath = {json.dumps(str(tmp / (name + '.db')))}\n\n"
+        f"{chain_lines}\n\n[database]\n{db_line}\n\n"
         f"[api]\nenabled = false\n\n{blocks}"
     )
     path = tmp / f"{name}.toml"
@@ -77,7 +84,7 @@ class Harness:
         self, cfg: Config, rpc: RpcClient | None = None, listener: IndexListener | None = None
     ) -> None:
         self.cfg = cfg
-        self.conn = connect(cfg.database.path)
+        self.conn = connect(cfg.database.target)
         migrate(self.conn)
         self.rpc = rpc or build_rpc(cfg, None)
         self.indexing = build_indexing(cfg, self.rpc, self.conn, listener)
@@ -136,7 +143,7 @@ def table_diff(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> str:
     return "\n".join(out)
 
 
-def statuses(conn: sqlite3.Connection, table: str) -> set[str]:
+def statuses(conn: Db, table: str) -> set[str]:
     return {r[0] for r in conn.execute(f"SELECT DISTINCT status FROM {table}")}
 
 

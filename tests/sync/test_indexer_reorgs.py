@@ -4,6 +4,7 @@ deeper ones halt loudly; a lagging node causes no rollback."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,15 @@ def emitter_tx(deployment: Deployment, job_id: int, amount: int) -> dict[str, An
 
 
 async def test_reorgs_up_to_the_window_converge_to_a_fresh_backfill(
-    anvil: AnvilProcess, chain: ChainControl, deployed: Deployment, tmp_path: Path
+    anvil: AnvilProcess,
+    chain: ChainControl,
+    deployed: Deployment,
+    tmp_path: Path,
+    new_db: Callable[[], str],
 ) -> None:
-    """Random reorgs of depth 1..window, replacing blocks that held our events, then converge."""
-    cfg = write_config(tmp_path, "live", [anvil.url], deployed, window=WINDOW)
+    """Random reorgs of depth 1..window, replacing blocks that held our events, then converge
+    (on either backend, to the same tables as a fresh backfill into SQLite)."""
+    cfg = write_config(tmp_path, "live", [anvil.url], deployed, new_db(), window=WINDOW)
     live = Harness(cfg)
     gen = traffic(anvil.url, deployed)
     rng = random.Random(7)
