@@ -3,7 +3,9 @@ that do not race, batches that survive a crash-restart of the server, a URL neve
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from index_builders import Synth, SynthBlock, batch_of
 from support.postgres import PostgresServer
 
+from keeper import cli
 from keeper.config import parse_config, redacted
 from keeper.store.db import connect, connect_sqlite
 from keeper.store.index_store import IndexStore
@@ -205,3 +208,42 @@ def test_a_url_and_a_path_together_are_refused() -> None:
     with pytest.raises(Exception, match=r"either database\.path") as info:
         parse_config(raw, {})
     assert "pw" not in str(info.value)
+
+
+def test_the_cli_on_a_postgresql_database(
+    postgres_server: PostgresServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """migrate, status, rebuild and config check work on a URL given by the environment and
+    never print its password; backup refuses, naming the server's tools."""
+    # trust authentication accepts any password: the secret travels all the way through
+    url = postgres_server.database().replace("postgres@", "postgres:s3cr3t-pw@")
+    config = tmp_path / "keeper.toml"
+    config.write_text('[chain]\nchain_id = 31337\nrpc_urls = ["http://127.0.0.1:1"]\n')
+    monkeypatch.setenv("KEEPER_DATABASE__URL", url)
+    runs: dict[str, tuple[int, str, str]] = {}
+    for name, args in (
+        ("migrate", ("db", "migrate")),
+        ("rebuild", ("db", "rebuild")),
+        ("status", ("status", "--json")),
+        ("check", ("config", "check")),
+        ("backup", ("db", "backup", "--to", str(tmp_path / "copy.db"))),
+    ):
+        code = cli.main([*args, "--config", str(config)])
+        out, err = capsys.readouterr()
+        runs[name] = (code, out, err)
+        assert "s3cr3t-pw" not in out + err, name
+    assert runs["migrate"][0] == 0, runs["migrate"]
+    assert json.loads(runs["migrate"][1])["applied"]["index"] > 0
+    assert current_versions(PgConnection(url))["index"] > 0
+    assert runs["rebuild"][0] == 0, runs["rebuild"]
+    assert runs["status"][0] == 0, runs["status"]
+    assert json.loads(runs["status"][1])["chain_id"] == 31337
+    assert runs["check"][0] == 0
+    shown = json.loads(runs["check"][1])["database"]["url"]
+    assert shown == f"postgresql://***@127.0.0.1:{postgres_server.port}/…"
+    assert runs["backup"][0] == 3
+    assert "pg_dump" in runs["backup"][2] and "pg_basebackup" in runs["backup"][2]
+    assert not (tmp_path / "copy.db").exists()
