@@ -48,10 +48,11 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
-    """Each call a new empty database on the test's backend, as what
-    ``keeper.store.db.connect`` opens: a SQLite file path or a PostgreSQL URL."""
+    """Each call a new database on the test's backend, as what ``keeper.store.db.connect``
+    opens: a SQLite file path (empty) or a PostgreSQL URL (already migrated: migrating
+    again is a no-op, and migrations are tested on empty databases)."""
     if request.param == "sqlite":
         names = itertools.count(1)
         return lambda: str(tmp_path / f"keeper-{next(names)}.db")
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.database
+    return lambda: server.database(migrated=True)
