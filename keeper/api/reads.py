@@ -26,7 +26,7 @@ from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
 from keeper.store import verifications as vstore
-from keeper.store.db import Db, connect, data_version
+from keeper.store.db import Db, connect, data_version, is_url
 from keeper.store.dialects import load_dialects
 from keeper.store.subjects import Kind, Page
 
@@ -48,7 +48,10 @@ class ApiReads:
         self.path = path
         self.chain_id = chain_id
         self._list_wire: dict[Kind, tuple[str, list[str]]] = {
-            kind: subjects.wire_object(kind, names or {}) for kind in subjects.SUBJECTS
+            kind: subjects.wire_object(
+                kind, names or {}, "postgresql" if is_url(path) else "sqlite"
+            )
+            for kind in subjects.SUBJECTS
         }
         self._local = threading.local()
         self._all: list[Db] = []

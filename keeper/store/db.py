@@ -34,6 +34,7 @@ __all__ = [
     "refresh_statistics",
     "session",
     "table_columns",
+    "table_names",
     "write_transaction",
 ]
 
@@ -126,6 +127,17 @@ def table_columns(conn: Db, table: str) -> list[str]:
         ).fetchall()
         return [str(r[0]) for r in rows]
     return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+
+
+def table_names(conn: Db) -> set[str]:
+    """The tables this database has (of the schema the connection uses)."""
+    if isinstance(conn, PgConnection):
+        sql = (
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    return {str(r[0]) for r in conn.execute(sql)}
 
 
 def connect_sqlite(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:

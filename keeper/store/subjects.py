@@ -18,6 +18,11 @@ travels as a tuple; only the API turns it into its opaque cursor
 Inputs are trusted: the API validates statuses and addresses before it
 calls here. Party columns are checked against the declaration because they
 are written into the SQL.
+
+On PostgreSQL the same statements are built from its JSON functions
+(:data:`_PG`: ``json_build_object`` for ``json_object``, a cast for
+``json()``, ``string_agg`` for ``group_concat``); the texts differ only in
+whitespace, and every part is still JSON text spliced once.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from keeper.domain.model import JobStatus, TaskStatus, VerdictType
+from keeper.store.db import dialect as dialect_of
+from keeper.store.db import table_names
 from keeper.store.queries import latest_pause
 
 if TYPE_CHECKING:
-    from keeper.store.db import Db
+    from keeper.store.db import Db, Dialect
 
 __all__ = [
     "MAX_LIMIT",
@@ -84,6 +91,11 @@ _REFUNDABLE: Final = (
     "CASE WHEN status NOT IN ('funded', 'submitted') THEN '0' WHEN settled_amount = '0' "
     "THEN budget ELSE refundable(status, budget, settled_amount) END"
 )
+# PostgreSQL subtracts uint256 text exactly in numeric
+_PG_REFUNDABLE: Final = (
+    "CASE WHEN status NOT IN ('funded', 'submitted') THEN '0' WHEN settled_amount = '0' "
+    "THEN budget ELSE greatest(budget::numeric - settled_amount::numeric, 0)::text END"
+)
 _JOB_FIELDS: Final = (
     "contract", "job_id", "status", "client", "provider", "evaluator", "hook", "token",
     "budget", "funded_amount", "paid_amount", "refunded_amount", "expired_at", "submitted_at",
@@ -134,8 +146,10 @@ class Page:
     next_key: PageKey | None
 
 
-def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
-    """The SQL expression of a row's wire object, and the parameters of its ``?``.
+def wire_object(
+    kind: Kind, names: Mapping[str, str] | None = None, dialect: Dialect = "sqlite"
+) -> tuple[str, list[str]]:
+    """The SQL expression of a row's wire object (JSON text), and the parameters of its ``?``.
 
     Amounts are the stored decimal text as it is (their columns have TEXT
     affinity, so SQLite keeps even a number written there as text), booleans
@@ -143,21 +157,31 @@ def wire_object(kind: Kind, names: Mapping[str, str] | None = None) -> tuple[str
     ``contract_name``, None for an unnamed contract.
     """
     spec = SUBJECTS[kind]
-    derived = spec.derived or {}
+    pg = dialect == "postgresql"
+    derived = {**(spec.derived or {}), **(_PG_DERIVED if pg else {})}
     parts = []
     for name in spec.fields:
         expr = derived.get(name, name)
         if name in spec.booleans:
-            expr = f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"
+            expr = (
+                f"({name} <> 0)" if pg else f"json(CASE WHEN {name} THEN 'true' ELSE 'false' END)"
+            )
         parts.append(f"'{name}', {expr}")
     params: list[str] = []
     if names is not None:
         contract_name = "NULL"
         if names:
-            contract_name = "CASE contract" + " WHEN ? THEN ?" * len(names) + " END"
+            then = " WHEN ? THEN CAST(? AS TEXT)" if pg else " WHEN ? THEN ?"
+            contract_name = "CASE contract" + then * len(names) + " END"
             params = [v for address, name in names.items() for v in (address, name)]
         parts.append(f"'contract_name', {contract_name}")
+    if pg:
+        return f"json_build_object({', '.join(parts)})::text", params
     return f"json_object({', '.join(parts)})", params
+
+
+# the derived fields whose PostgreSQL expression differs
+_PG_DERIVED: Final = {"refundable_amount": _PG_REFUNDABLE, "extra": "extra_json::json"}
 
 
 def _where(
@@ -236,15 +260,21 @@ def list_page(
     limit = max(1, min(limit, MAX_LIMIT))
     # one pass over the page's rows feeds both aggregates, so they see the rows in the
     # same (page) order: the texts, and each row's key with the length of its text
+    aggregates = (
+        "string_agg(w, ',' ORDER BY b DESC, c DESC, i DESC), "
+        "json_agg(json_build_array(b, c, i, length(w)) ORDER BY b DESC, c DESC, i DESC)::text"
+        if dialect_of(conn) == "postgresql"
+        else "group_concat(w, ','), json_group_array(json_array(b, c, i, length(w)))"
+    )
     row = conn.execute(
-        "SELECT group_concat(w, ','), json_group_array(json_array(b, c, i, length(w))) FROM "
+        f"SELECT {aggregates} FROM "
         f"(SELECT created_block AS b, contract AS c, {spec.id_col} AS i, {expr} AS w "
         f"FROM {kind} {where} "
-        f"ORDER BY created_block DESC, contract DESC, {spec.id_col} DESC LIMIT ?)",
+        f"ORDER BY created_block DESC, contract DESC, {spec.id_col} DESC LIMIT ?) AS subquery_page",
         (*wire_params, *params, limit + 1),
     ).fetchone()
     items: str = row[0] or ""
-    keys: list[list[Any]] = json.loads(row[1])
+    keys: list[list[Any]] = json.loads(row[1] or "[]")
     next_key = None
     if len(keys) > limit:  # the row past the page only says there is a next one
         items = items[: len(items) - int(keys[limit][3]) - 1]
@@ -276,6 +306,40 @@ _VERIFICATION: Final = (
     "'tx_hash', tx_hash, 'block_number', block_number, 'log_index', log_index), "
     "'attempts', attempts, 'next_retry_at', next_retry_at)"
 )
+# the same objects in PostgreSQL's functions, each as JSON text
+_PG: Final = {
+    "event": (
+        "json_build_object('name', name, 'variant', variant, 'block_number', block_number, "
+        "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
+        "'log_index', log_index, 'args', args_json::json)::text"
+    ),
+    "read": (
+        "json_build_object('kind', kind, 'block_number', block_number, 'source', source, "
+        "'missing', CASE WHEN source = 'missing' THEN result_json::json ->> 'reason' END)::text"
+    ),
+    "intent": (
+        "json_build_object('action', action, 'status', status, 'outcome', outcome, "
+        "'detail', detail, 'due_at', due_at, 'tx_hash', tx_hash, "
+        "'receipt_block', receipt_block, 'attempts', attempts)::text"
+    ),
+    "verification": (
+        "json_build_object('status', status, 'failures', failures_json::json, "
+        "'report_digest', report_digest, 'document_digest', document_digest, "
+        "'revision_count', revision_count, 'event', json_build_object('name', event_name, "
+        "'tx_hash', tx_hash, 'block_number', block_number, 'log_index', log_index), "
+        "'attempts', attempts, 'next_retry_at', next_retry_at)::text"
+    ),
+    "concat": "string_agg(o, ',')",
+    "quote": "coalesce(to_json(CAST(:name AS TEXT))::text, 'null')",
+}
+_SQLITE: Final = {
+    "event": _EVENT,
+    "read": _READ,
+    "intent": _INTENT,
+    "verification": _VERIFICATION,
+    "concat": "group_concat(o, ',')",
+    "quote": "json_quote(:name)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +350,7 @@ class DetailParts:
     verification: bool = True
 
 
-def _array(element: str, rows: str) -> str:
+def _array(element: str, rows: str, concat: str = _SQLITE["concat"]) -> str:
     """The JSON array text of ``element`` (JSON text) over ``rows`` (a FROM clause), in order.
 
     Spliced as text: SQLite keeps a JSON value's subtype only within one
@@ -294,13 +358,15 @@ def _array(element: str, rows: str) -> str:
     ``json_object`` around that, would each parse the text again.
     """
     return (
-        f"coalesce((SELECT '[' || group_concat(o, ',') || ']' FROM (SELECT {element} AS o "
-        f"{rows})), '[]')"
+        f"coalesce((SELECT '[' || {concat} || ']' FROM (SELECT {element} AS o "
+        f"{rows}) AS subquery_part), '[]')"
     )
 
 
 @functools.cache
-def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
+def detail_statement(
+    kind: Kind, by_chain: bool, parts: DetailParts, dialect: Dialect = "sqlite"
+) -> str:
     """The one statement building a subject's whole detail as JSON text.
 
     Its named parameters are ``:contract``, ``:id``, ``:name`` (the configured
@@ -313,30 +379,30 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
     (:func:`_array`): each is built once and never parsed again.
     """
     spec = SUBJECTS[kind]
+    sql = _PG if dialect == "postgresql" else _SQLITE
     chain = " AND chain_id = :chain" if by_chain else ""
-    row, _ = wire_object(kind)
+    row, _ = wire_object(kind, dialect=dialect)
     subject = f"WHERE contract = :contract AND subject = :id{chain}"
+    concat = sql["concat"]
     intents = (
-        _array(_INTENT, f"FROM keeper_intents {subject} ORDER BY id") if parts.intents else "'[]'"
+        _array(sql["intent"], f"FROM keeper_intents {subject} ORDER BY id", concat)
+        if parts.intents
+        else "'[]'"
     )
+    events = f"FROM events {subject} ORDER BY chain_id, block_number, log_index"
+    reads = f"FROM chain_reads {subject} ORDER BY chain_id, +block_number, kind"
     extra = [
-        (
-            "events",
-            _array(_EVENT, f"FROM events {subject} ORDER BY chain_id, block_number, log_index"),
-        ),
-        (
-            "reads",
-            _array(_READ, f"FROM chain_reads {subject} ORDER BY chain_id, +block_number, kind"),
-        ),
+        ("events", _array(sql["event"], events, concat)),
+        ("reads", _array(sql["read"], reads, concat)),
         ("intents", intents),
     ]
     if kind == "jobs":
-        paused = f"(SELECT name FROM ({latest_pause(by_chain)})) = 'Paused'"
+        paused = f"(SELECT name FROM ({latest_pause(by_chain)}) AS subquery_pause) = 'Paused'"
         extra.append(("contract_paused", f"CASE WHEN {paused} THEN 'true' ELSE 'false' END"))
-    extra.append(("contract_name", "json_quote(:name)"))
+    extra.append(("contract_name", sql["quote"]))
     if kind == "jobs":
         found = (
-            f"coalesce((SELECT {_VERIFICATION} FROM verifications WHERE chain_id = :chain "
+            f"coalesce((SELECT {sql['verification']} FROM verifications WHERE chain_id = :chain "
             "AND contract = :contract AND job_id = :id), 'null')"
         )
         extra.append(("verification", found if by_chain and parts.verification else "'null'"))
@@ -345,7 +411,7 @@ def detail_statement(kind: Kind, by_chain: bool, parts: DetailParts) -> str:
     return (
         f"SELECT substr(w, 1, length(w) - 1) || {tail} || '}}' FROM (SELECT {row} AS w "
         f"FROM {kind} WHERE contract = :contract AND {spec.id_col} = :id{chain} "
-        "ORDER BY chain_id LIMIT 1)"
+        "ORDER BY chain_id LIMIT 1) AS subquery_row"
     )
 
 
@@ -365,27 +431,22 @@ def detail(
     """
     params: dict[str, Any] = {"contract": contract.lower(), "id": subject_id.lower(),
                               "name": contract_name, "chain": chain_id}  # fmt: skip
-    sql = detail_statement(kind, chain_id is not None, parts)
+    sql = detail_statement(kind, chain_id is not None, parts, dialect_of(conn))
     row = conn.execute(sql, params).fetchone()
     return None if row is None else str(row[0])
 
 
 def present_parts(conn: Db) -> DetailParts:
     """The optional tables of a detail that this database has."""
-    names = {
-        str(r[0])
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' "
-            "AND name IN ('keeper_intents', 'verifications')"
-        )
-    }
+    names = table_names(conn)
     return DetailParts(intents="keeper_intents" in names, verification="verifications" in names)
 
 
 def verification_of(conn: Db, chain_id: int, contract: str, job_id: str) -> dict[str, Any] | None:
     """The latest verification of a job's verdict as the detail shows it; None if none."""
+    verification = _PG["verification"] if dialect_of(conn) == "postgresql" else _VERIFICATION
     row = conn.execute(
-        f"SELECT {_VERIFICATION} FROM verifications "
+        f"SELECT {verification} FROM verifications "
         "WHERE chain_id = ? AND contract = ? AND job_id = ?",
         (chain_id, contract, job_id),
     ).fetchone()

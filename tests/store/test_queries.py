@@ -14,18 +14,20 @@ from index_builders import ACTORS, JOBS, TASKS, Synth, batch_of
 from keeper.domain.model import BlockHeader
 from keeper.store import queries as q
 from keeper.store import subjects
-from keeper.store.db import connect
+from keeper.store.db import Db, connect, dialect
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
 
 CHAIN = 8453
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def indexed(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[IndexStore, sqlite3.Connection]]:
-    path = tmp_path_factory.mktemp("queries") / "index.db"
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[IndexStore, Db]]:
+    path: Path | str = tmp_path_factory.mktemp("queries") / "index.db"
+    if request.param == "postgresql":
+        path = request.getfixturevalue("postgres_server").database()
     writer = connect(path)
     migrate(writer)
     store = IndexStore(writer, CHAIN)
@@ -46,9 +48,16 @@ def _items(page: subjects.Page) -> list[dict[str, Any]]:
     return items
 
 
-def _walk(conn: sqlite3.Connection, kind: subjects.Kind, limit: int, **kwargs: Any) -> list[Any]:
+def _obj(conn: Db, pairs: str) -> str:
+    """A JSON object expression in the connection's dialect."""
+    if dialect(conn) == "postgresql":
+        return f"json_build_object({pairs})::text"
+    return f"json_object({pairs})"
+
+
+def _walk(conn: Db, kind: subjects.Kind, limit: int, **kwargs: Any) -> list[Any]:
     """Every item of a list, following next_key page by page."""
-    wire = subjects.wire_object(kind)
+    wire = subjects.wire_object(kind, dialect=dialect(conn))
     seen: list[dict[str, Any]] = []
     after = None
     while True:
@@ -116,7 +125,7 @@ class TestLists:
         order = sorted(
             ((r["created_block"], r["contract"], r["job_id"]) for r in rows), reverse=True
         )
-        wire = ("json_object('b', created_block, 'c', contract, 'i', job_id)", [])
+        wire = (_obj(conn, "'b', created_block, 'c', contract, 'i', job_id"), [])
         blocks = sorted({k[0] for k in order})
         keys = [k for k in order[:: max(1, len(order) // 9)]] + [
             (b, other, i) for b in blocks[1:3] for other in ("0x00", "0xff", "") for i in ("1", "")
@@ -134,12 +143,12 @@ class TestLists:
         """A page of any expression holds the same rows as the wire object's page; its
         parameters bind before the filters'; a party the table lacks is refused."""
         _, conn = indexed
-        tasks = subjects.list_page(conn, "tasks", ("json_object('id', task_id)", []), limit=500)
+        tasks = subjects.list_page(conn, "tasks", (_obj(conn, "'id', task_id"), []), limit=500)
         tasks_ids = [t["id"] for t in _items(tasks)]
         assert tasks_ids == [t["task_id"] for t in _walk(conn, "tasks", 3)]
         assert tasks.count == len(_all("tasks", conn)) > 0
         named = subjects.list_page(
-            conn, "tasks", ("json_object('n', ?, 'id', task_id)", ["x"]), limit=1,
+            conn, "tasks", (_obj(conn, "'n', CAST(? AS TEXT), 'id', task_id"), ["x"]), limit=1,
             statuses=("accepted", "open", "claimed", "submitted", "expired", "cancelled"),
         )  # fmt: skip
         assert json.loads(named.items)["n"] == "x" and named.next_key is not None
@@ -236,7 +245,9 @@ class TestAggregates:
         assert cur is not None and summary["cursor"]["indexed_block"] == cur.indexed_block == 60
         assert summary["window"]["highest"] == 60
         assert summary["window"]["lowest"] == 50 - store.keep_margin
-        total, unknown = conn.execute("SELECT count(*), sum(name IS NULL) FROM events").fetchone()
+        total, unknown = conn.execute(
+            "SELECT count(*), count(*) - count(name) FROM events"
+        ).fetchone()
         assert summary["events"] == {"total": total, "unknown": unknown} and unknown > 0
 
     def test_reader_sees_writes_only_after_commit(self, tmp_path: Path) -> None:
