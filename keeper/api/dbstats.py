@@ -11,7 +11,6 @@ migrated): it returns no rows rather than failing the scrape.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 
 from keeper.obs.dbgauges import CountRows, DbGaugeSources
 from keeper.store import queries
-from keeper.store.db import Db, connect
+from keeper.store.db import Db, connect, is_missing_table
 from keeper.store.read_stats import missing_reads
 
 __all__ = ["UNKNOWN_TOKEN", "sqlite_sources"]
@@ -45,8 +44,8 @@ class _ReadOnly:
                 self._conn = connect(self._path, readonly=True)
             try:
                 return read(self._conn)
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
+            except Exception as exc:
+                if is_missing_table(exc):
                     return empty
                 raise
 

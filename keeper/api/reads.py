@@ -16,7 +16,6 @@ so the API comes up on a fresh database.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
 from keeper.store import verifications as vstore
-from keeper.store.db import Db, connect, data_version, is_url
+from keeper.store.db import Db, connect, data_version, is_missing_table, is_url
 from keeper.store.dialects import load_dialects
 from keeper.store.subjects import Kind, Page
 
@@ -97,8 +96,8 @@ class ApiReads:
         """``read()``, or ``empty`` when its table is not there yet (a fresh database)."""
         try:
             return read()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
+        except Exception as exc:
+            if is_missing_table(exc):
                 return empty
             raise
 
@@ -149,8 +148,8 @@ class ApiReads:
 
         try:
             return read(subjects.DetailParts())
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
+        except Exception as exc:
+            if not is_missing_table(exc):
                 raise
         return self._tolerant(lambda: read(subjects.present_parts(conn)), None)
 

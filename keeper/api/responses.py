@@ -17,6 +17,7 @@ from aiohttp import web
 
 from keeper.api.params import BadParam
 from keeper.obs.logging import get_logger
+from keeper.store.pg import DatabaseUnavailableError
 
 __all__ = ["MAX_SUBMISSION_BYTES", "errors", "html", "json_error", "json_response", "json_text"]
 
@@ -75,7 +76,7 @@ async def errors(
         response = json_error(413, "too_large", f"request body over {MAX_SUBMISSION_BYTES} bytes")
     except web.HTTPException:
         raise
-    except sqlite3.OperationalError as exc:
+    except (sqlite3.OperationalError, DatabaseUnavailableError) as exc:
         _log.warning("api_database_unavailable", path=request.path, error=str(exc))
         response = json_error(503, "database_unavailable", "the database cannot be read right now")
     except Exception:

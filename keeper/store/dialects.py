@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from keeper.store.db import Db
+from keeper.store.db import Db, is_missing_table
 
 __all__ = ["load_dialects", "record_dialects"]
 
@@ -46,8 +45,8 @@ def load_dialects(conn: Db, chain_id: int) -> list[dict[str, Any]]:
         rows = conn.execute(
             f"SELECT {_COLS} FROM keeper_dialects WHERE chain_id = ? ORDER BY name", (chain_id,)
         ).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
+    except Exception as exc:
+        if is_missing_table(exc):
             return []
         raise
     keys = _COLS.split(", ")
