@@ -184,7 +184,7 @@ class PgConnection:
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor[PgRow]:
         conn = self._ready(sql)
         try:
-            cur = conn.execute(translate(sql), parameters or None, prepare=False)
+            cur = conn.execute(translate(sql), parameters or None)
         except psycopg.OperationalError as exc:
             raise self._lost(exc, sql) from None
         self._track(sql)
@@ -221,9 +221,6 @@ class PgConnection:
         self.execute(sql)
         if self.readonly:
             self.execute("SET default_transaction_read_only = on")
-
-    def server_version(self) -> int:
-        return int(self._ready("").info.server_version)
 
     # --- internals ----------------------------------------------------------------------
 
