@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 from sync_support import fresh_index, run_traffic, table_diff, traffic, write_config
 from web3 import Web3
@@ -20,6 +21,7 @@ from web3 import Web3
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl
 from keeper.devnet.contracts import load_abi
 from keeper.devnet.deploy import Deployment, deploy_all, send_call
+from keeper.store.db import connect
 
 KEEPER = [sys.executable, "-m", "keeper"]
 
@@ -105,11 +107,21 @@ async def test_sigkill_during_backfill(
         await fresh.close()
 
 
+@pytest.mark.parametrize(
+    "new_db", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)], indirect=True
+)
 async def test_sigkill_during_realtime_then_graceful_stop(
-    anvil: AnvilProcess, chain: ChainControl, deployed: Deployment, tmp_path: Path
+    anvil: AnvilProcess,
+    chain: ChainControl,
+    deployed: Deployment,
+    tmp_path: Path,
+    new_db: Callable[[], str],
 ) -> None:
-    """`keeper run` killed repeatedly under live traffic converges; SIGTERM exits 0 promptly."""
-    cfg = write_config(tmp_path, "run", [anvil.url], deployed, poll_interval=0.1, window=64)
+    """`keeper run` killed repeatedly under live traffic converges; SIGTERM exits 0 promptly
+    (on either backend)."""
+    cfg = write_config(
+        tmp_path, "run", [anvil.url], deployed, new_db(), poll_interval=0.1, window=64
+    )
     config_file = str(tmp_path / "run.toml")
     gen = traffic(anvil.url, deployed)
     rng = random.Random(5)
@@ -131,10 +143,10 @@ async def test_sigkill_during_realtime_then_graceful_stop(
     while time.monotonic() < deadline:
         await asyncio.sleep(0.3)
         try:
-            conn = sqlite3.connect(cfg.database.path)
+            conn = connect(cfg.database.target, readonly=True)
             row = conn.execute("SELECT indexed_block FROM cursor").fetchone()
             conn.close()
-        except sqlite3.OperationalError:
+        except (sqlite3.OperationalError, psycopg.Error):
             continue
         if row and row[0] >= head:
             break
