@@ -41,6 +41,7 @@ from keeper.obs.redact import redact_template, redact_url
 __all__ = [
     "ApiConfig",
     "ChainConfig",
+    "ClusterConfig",
     "Config",
     "ContractConfig",
     "DatabaseConfig",
@@ -194,6 +195,15 @@ class LogConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Several daemons on one database: one indexes each chain under a lease, the rest stand by."""
+
+    node: v.Str = ""  # this daemon's name among them; "" is the host name
+    lease_seconds: v.PosFloat = 10.0
+    renew_seconds: v.PosFloat = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     chain: ChainConfig
     contracts: Annotated[tuple[ContractConfig, ...], v.Shape("a list of tables ([[contracts]])")]
@@ -202,6 +212,7 @@ class Config:
     keeper: KeeperConfig = KeeperConfig()
     api: ApiConfig = ApiConfig()
     log: LogConfig = LogConfig()
+    cluster: ClusterConfig = ClusterConfig()
 
 
 # --------------------------------------------------------------------------- cross-key rules
@@ -264,8 +275,15 @@ def _keeper_rules(values: dict[str, Any], _: bool, __: _Siblings) -> Iterator[tu
         yield "keystore_password_file", "required when keeper.keystore is set"
 
 
+def _cluster_rules(values: dict[str, Any], _: bool, __: _Siblings) -> Iterator[tuple[str, str]]:
+    lease, renew = values.get("lease_seconds"), values.get("renew_seconds")
+    if lease is not None and renew is not None and renew * 2 > lease:
+        yield "renew_seconds", f"{renew} must be at most half of cluster.lease_seconds ({lease})"
+
+
 _RULES: dict[type, Rule] = {
     ChainConfig: _chain_rules,
+    ClusterConfig: _cluster_rules,
     ContractConfig: _contract_rules,
     GitHubConfig: _github_rules,
     KeeperConfig: _keeper_rules,

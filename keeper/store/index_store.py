@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from keeper.domain.model import BlockHeader, ChainRead, Event
 from keeper.errors import DeepReorgError, StateCorruptedError
@@ -108,8 +108,19 @@ class ApplyResult:
         return len(self.touched)
 
 
+class Fence(Protocol):
+    """Run first inside every write transaction; raises to refuse it (keeper.store.leases)."""
+
+    def check(self) -> None: ...
+
+
 class IndexStore:
-    """Writes of the index component for one chain; callers own the connection."""
+    """Writes of the index component for one chain; callers own the connection.
+
+    ``fence``, when set, is checked inside each write's own transaction before
+    anything is written: the daemon sets it to its indexer lease, so a writer
+    that lost the lease (a stalled old leader) commits nothing.
+    """
 
     def __init__(
         self,
@@ -122,6 +133,7 @@ class IndexStore:
         self.conn = conn
         self.chain_id = chain_id
         self.keep_margin = keep_margin
+        self.fence: Fence | None = None
         self.projections = Projections(conn, chain_id, decoded_cache)
         # The events primary key is keyed by block hash, i.e. random: with
         # SQLite's default 2 MiB page cache, inserts into a large index miss on
@@ -266,6 +278,8 @@ class IndexStore:
             raise StateCorruptedError("IndexStore write inside a foreign open transaction")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            if self.fence is not None:
+                self.fence.check()
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")
