@@ -256,6 +256,11 @@ class Daemon:
         from keeper.verify.verifier import verify_pending
 
         while not self.stop.is_set():
+            if not self.lead.leading():
+                # a job's reports are one revision chain: two verifiers on one database
+                # would race on its next revision, so the indexing daemon verifies
+                await self._sleep(self.stop, self.cfg.chain.poll_interval)
+                continue
             try:
                 delete_orphans(self.c.conn)
                 head = self.c.indexer.state.head

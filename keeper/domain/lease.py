@@ -137,8 +137,9 @@ def after_attempt(
         if before is not None and before.holder != holder:
             gap = max(0.0, attempt.now - before.renewed_at)
         return Outcome(new, "acquired", gap)
-    seen = None if row is None else row.holder
-    new = LeaseState(Standing.STANDBY, state.epoch, -math.inf, seen)
+    # a standby remembers the epoch it saw held, for the operator (its fence refuses all)
+    seen, epoch = (None, state.epoch) if row is None else (row.holder, row.epoch)
+    new = LeaseState(Standing.STANDBY, epoch, -math.inf, seen)
     return Outcome(new, "lost" if state.standing is Standing.LEADER else "standby")
 
 

@@ -78,6 +78,7 @@ class TestAfterAttempt:
         assert out.change == "lost"
         assert out.state.standing is Standing.STANDBY
         assert out.state.holder_seen == OTHER
+        assert out.state.epoch == 5  # the epoch held now, not the one we led at
         assert not is_leader(out.state, -math.inf)
 
     def test_a_row_of_ours_already_expired_by_the_database_clock_is_not_a_grant(self) -> None:
