@@ -165,6 +165,8 @@ class KeeperConfig:
     shard: v.NonNegInt = 0
     shards: v.PosInt = 1
     shard_fallback_seconds: v.NonNegInt = 300
+    # keepers sharing a database: seconds an intent's claim lasts without renewal
+    claim_seconds: v.PosFloat = 60.0
     gas_margin: v.GasMargin = 1.2
     multicall: v.OptionalAddress = ""
 

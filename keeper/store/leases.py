@@ -25,12 +25,12 @@ from typing import Any, Final, Literal
 from keeper.domain.lease import Attempt, LeaseRow
 from keeper.errors import KeeperError
 
-__all__ = ["STATEMENTS", "Dialect", "LeaseFence", "LeaseLostError", "LeaseStore"]
+__all__ = ["DB_NOW", "STATEMENTS", "Dialect", "LeaseFence", "LeaseLostError", "LeaseStore"]
 
 Dialect = Literal["sqlite", "postgresql"]
 
 # seconds since the epoch, by the database's clock (subsecond precision)
-_NOW: Final[dict[Dialect, str]] = {
+DB_NOW: Final[dict[Dialect, str]] = {
     # SQLite 3.40 has no unixepoch('subsec'); 'now' is fixed within one statement
     "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
     # clock_timestamp(), not now(): now() is the transaction's start, and the fence
@@ -40,7 +40,7 @@ _NOW: Final[dict[Dialect, str]] = {
 
 
 def _texts(dialect: Dialect) -> dict[str, str]:
-    now = _NOW[dialect]
+    now = DB_NOW[dialect]
 
     def p(name: str) -> str:
         return f":{name}" if dialect == "sqlite" else f"%({name})s"
