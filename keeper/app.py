@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from keeper.compose import build, check_chain_id, load, open_database, tune_gc
 from keeper.config import load_config, redacted
 from keeper.errors import ConfigError, FatalError
 from keeper.indexing import Tee
+from keeper.leadership import Leadership
 from keeper.progress import ProgressReporter
 from keeper.store import db as dbmod
 from keeper.store.index_store import IndexStore
@@ -30,6 +33,23 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
     c = build(cfg, wake)
     reporter = ProgressReporter(enabled=progress and sys.stderr.isatty(), stream=sys.stderr)
     c.indexing.listener = Tee(c.listener, reporter)
+    # the daemons' lease: never a second writer beside a running indexer. Its own node
+    # name, so a backfill restarted after a crash takes its lease back at once but never
+    # takes a live daemon's on the same host
+    node = f"{cfg.cluster.node or socket.gethostname()}/backfill"
+    lead = Leadership(c.conn, cfg.chain.chain_id, replace(cfg.cluster, node=node))
+    lead.attempt()
+    if not lead.leading():
+        holder = lead.state.holder_seen
+        await c.rpc.close()
+        c.conn.close()
+        raise FatalError(
+            f"chain {cfg.chain.chain_id} is being indexed by {holder} (its lease is live): "
+            "stop that daemon (or let it backfill) and try again"
+        )
+    c.store.fence = lead.fence
+    stop = asyncio.Event()
+    renewals = asyncio.create_task(lead.run(stop))
     try:
         await check_chain_id(c.rpc, cfg)
         start = c.indexer.start_cursor()
@@ -41,7 +61,10 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
         print(json.dumps(summary, sort_keys=True))
         return 0
     finally:
+        stop.set()
+        await renewals
         await c.rpc.close()
+        lead.release()
         c.conn.close()
 
 

@@ -65,8 +65,7 @@ class Leadership:
         self.fence = LeaseFence(self.leases, self.holder)
         self.metrics = metrics
         self.state = LeaseState()
-        # the first successful try may take back this node's own lease (a restart);
-        # a one-shot command sharing the node name must not (the daemon is alive)
+        # the first successful try may take back this node's own lease (a restart)
         self._reclaim = reclaim
         self._clock = clock
         if metrics is not None:
