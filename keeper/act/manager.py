@@ -247,11 +247,13 @@ class Keeper:
         if claims is None:
             return
         claims.renew()
-        for signer in claims.abandoned_signers():
+        for signer in claims.foreign_signers():
             taken = claims.adopt(signer)
             if taken:
                 log.warning("keeper_intents_adopted", signer=signer, intents=len(taken))
-                await self.settler.settle_adopted(signer, head, summary)
+                if self.metrics:
+                    self.metrics.intents_adopted.inc(len(taken))
+            await self.settler.settle_adopted(signer, head, summary)
 
     def _encode(self, action: Action) -> bytes:
         if self.dialects is None:

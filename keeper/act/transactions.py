@@ -340,7 +340,11 @@ class Transactions:
             # another keeper took these intents while we decided: these bytes never
             # leave the process, and the nonce is filled by the next transaction
             log.warning("keeper_claim_lost", nonce=draft.nonce, reason=str(exc))
-            if not self.store.attempts_at(self.address, draft.nonce):  # a fresh nonce
+            if self.metrics:
+                self.metrics.claims_lost.inc()
+            if self._book.next == draft.nonce + 1:  # the last one reserved: hand it back
+                self._book = NonceBook(draft.nonce)
+            elif not self.store.attempts_at(self.address, draft.nonce):  # a fresh nonce
                 self._gaps = sorted({*self._gaps, draft.nonce})
             return
         summary.sent += 1

@@ -203,6 +203,17 @@ class Metrics:
         self.fee_cap_hits = Counter(
             "keeper_fee_cap_hits", "Fee bumps stopped by the configured cap.", registry=r
         )
+        self.intents_adopted = Counter(
+            "keeper_intents_adopted",
+            "In-flight intents of another keeper (one that stopped renewing its claims) taken "
+            "over to settle its stored transactions.",
+            registry=r,
+        )
+        self.claims_lost = Counter(
+            "keeper_claims_lost",
+            "Signed transactions discarded unsent: another keeper had taken their intents.",
+            registry=r,
+        )
         self.signer_balance_wei = Gauge(
             "keeper_signer_balance_wei", "Balance of the keeper's signer in wei.", registry=r
         )

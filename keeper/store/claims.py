@@ -102,15 +102,15 @@ class Claims:
         )
         return cur.rowcount
 
-    def abandoned_signers(self) -> list[str]:
-        """Other signers whose live attempts carry in-flight intents nobody holds a claim on."""
+    def foreign_signers(self) -> list[str]:
+        """Other signers whose live attempts carry in-flight intents that are ours to settle:
+        claimed by nobody alive (expired, or never claimed), or adopted by us before."""
         rows = self.conn.execute(
             "SELECT DISTINCT a.signer FROM keeper_intents i JOIN keeper_attempt_intents l "
             "ON l.intent_id = i.id JOIN keeper_attempts a ON a.id = l.attempt_id "
             f"WHERE i.chain_id = ? AND i.status = 'inflight' AND {_LIVE_ATTEMPT} "
-            f"AND lower(a.signer) != ? AND (i.claimed_by IS NULL OR i.claim_expires < {self.now}) "
-            "ORDER BY a.signer",
-            (self.chain_id, self.claimant),
+            f"AND lower(a.signer) != ? AND {self.takeable('i')} ORDER BY a.signer",
+            (self.chain_id, self.claimant, self.claimant),
         ).fetchall()
         return [str(r[0]) for r in rows]
 
