@@ -19,10 +19,11 @@ from keeper.compose import build, check_chain_id, load, open_database, tune_gc
 from keeper.config import load_config, redacted
 from keeper.errors import ConfigError, FatalError
 from keeper.indexing import Tee
-from keeper.leadership import Leadership
+from keeper.leadership import INDEXER, Leadership
 from keeper.progress import ProgressReporter
 from keeper.store import db as dbmod
 from keeper.store.index_store import IndexStore
+from keeper.store.leases import LeaseStore
 from keeper.store.migrations import migrate
 
 
@@ -150,6 +151,7 @@ def run_status(config_path: str, *, as_json: bool) -> int:
             if state is not None and state[0]:
                 paused[c.name] = state[1]
         summary["paused"] = paused
+        summary["indexer_lease"] = _lease_summary(conn, cfg.chain.chain_id)
     finally:
         conn.close()
     if as_json:
@@ -165,3 +167,21 @@ def run_status(config_path: str, *, as_json: bool) -> int:
         for name, block in sorted(paused.items()):
             print(f"{'paused ' + name:>20}: since block {block}; no refund until unpaused")
     return 0
+
+
+def _lease_summary(conn: sqlite3.Connection, chain_id: int) -> dict[str, object] | None:
+    """Which daemon indexes the chain (several may share the database), by the database clock."""
+    leases = LeaseStore(conn, INDEXER, chain_id)
+    try:
+        row = leases.current()
+    except sqlite3.OperationalError:  # a database not yet migrated to keep leases
+        return None
+    if row is None:
+        return None
+    left = row.expires_at - leases.now()
+    return {
+        "holder": row.holder,
+        "epoch": row.epoch,
+        "live": left > 0,
+        "expires_in_seconds": round(left, 1),
+    }

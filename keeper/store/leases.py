@@ -109,6 +109,10 @@ class LeaseStore:
         row = self.conn.execute(self.sql["read"], self._key()).fetchone()
         return None if row is None else _row(row)
 
+    def now(self) -> float:
+        """The database clock, in seconds."""
+        return float(self.conn.execute(self.sql["now"]).fetchone()[0])
+
     def try_acquire(
         self, holder: str, node: str, lease_seconds: float, *, startup: bool
     ) -> Attempt:
@@ -122,7 +126,7 @@ class LeaseStore:
                 self._key(holder=holder, node=node, lease=lease_seconds, startup=int(startup)),
             )
             after = self.current()
-            now = float(c.execute(self.sql["now"]).fetchone()[0])
+            now = self.now()
         except BaseException:
             c.execute("ROLLBACK")
             raise

@@ -1,7 +1,9 @@
-"""``keeper backfill`` takes the indexer lease too: never a second writer beside a live indexer."""
+"""``keeper backfill`` takes the indexer lease too (never a second writer beside a live indexer);
+``keeper status`` names the holder."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +42,7 @@ def test_backfill_refuses_while_a_daemon_holds_the_lease(tmp_path: Path) -> None
     conn = connect(tmp_path / "k.db")
     migrate(conn)
     leases = LeaseStore(conn, "indexer", 31337)
-    leases.try_acquire("daemon-a:1:ab", "daemon-a", 60.0, startup=True)
+    leases.try_acquire("daemon-a:1:ab", "daemon-a", 600.0, startup=True)
     done = _backfill(tmp_path)
     assert done.returncode != 0
     assert "being indexed by daemon-a:1:ab" in done.stderr, done.stderr
@@ -48,6 +50,14 @@ def test_backfill_refuses_while_a_daemon_holds_the_lease(tmp_path: Path) -> None
     assert conn.execute("SELECT COUNT(*) FROM cursor").fetchone()[0] == 0
     row = leases.current()
     assert row is not None and (row.holder, row.epoch) == ("daemon-a:1:ab", 1)
+    # and `keeper status` names the holder
+    status = subprocess.run(
+        [sys.executable, "-m", "keeper", "status", "--json", "--config", str(tmp_path / "k.toml")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lease = json.loads(status.stdout)["indexer_lease"]
+    assert (lease["holder"], lease["epoch"], lease["live"]) == ("daemon-a:1:ab", 1, True)
+    assert 0 < lease["expires_in_seconds"] <= 600
 
 
 def test_backfill_takes_a_free_lease_and_releases_it(tmp_path: Path) -> None:
