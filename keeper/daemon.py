@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import signal
 import time
 from collections.abc import Mapping
@@ -188,10 +189,15 @@ class Daemon:
         pace = BlockPace()
         failures = 0
         led_epoch: int | None = None  # the epoch this loop last indexed under
+        followed = -math.inf  # when a standby last polled the heads
         while not self.stop.is_set():
             if not self.lead.leading():
                 led_epoch = None
-                await self.standby_step()
+                # heads at the poll interval; the lease looked at every renewal, so a
+                # takeover starts indexing at once
+                if clock() - followed >= self.cfg.chain.poll_interval:
+                    followed = clock()
+                    await self.standby_step()
                 await self._sleep(self.stop, self.lead.timings.renew_seconds)
                 continue
             if led_epoch != self.lead.epoch:

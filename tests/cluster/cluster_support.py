@@ -1,7 +1,7 @@
 """Three ``keeper run`` daemons on one SQLite file and one anvil, and what to watch them by.
 
-Each daemon gets its own node name and API port and a short lease (2 s,
-renewed every 0.2 s) so a failover fits in a few seconds of test time; the
+Each daemon gets its own node name and API port and a short lease (3 s,
+renewed every 0.3 s) so a failover fits in a few seconds of test time; the
 database, contracts and chain are shared. The cursor watcher reads the
 shared file read-only every few milliseconds, which is how a test proves the
 cursor never moved back across a failover.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import signal
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -21,10 +22,19 @@ from rel_daemon import DaemonProc
 
 from keeper.devnet.traffic import KEEPER_KEY
 
-__all__ = ["LEASE", "RENEW", "CursorWatch", "cluster", "leader_of", "logged", "metric"]
+__all__ = [
+    "LEASE",
+    "RENEW",
+    "CursorWatch",
+    "cluster",
+    "leader_of",
+    "logged",
+    "metric",
+    "stop_outside_a_write",
+]
 
-LEASE = 2.0
-RENEW = 0.2
+LEASE = 3.0
+RENEW = 0.3
 
 
 def cluster(
@@ -80,6 +90,36 @@ async def logged(daemon: DaemonProc, event: str, within: float) -> bool:
             return True
         await asyncio.sleep(0.05)
     return needle in daemon.output()
+
+
+def _writable(db: Path) -> bool:
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # "database is locked": someone is inside a write
+        return False
+    finally:
+        conn.close()
+
+
+async def stop_outside_a_write(daemon: DaemonProc, db: Path, tries: int = 50) -> int:
+    """SIGSTOP the daemon at a moment it holds no write transaction; the tries it took.
+
+    A process stopped INSIDE a write keeps the SQLite file's only write lock, and no
+    other process can write (take the lease over) until it resumes or dies: the limit
+    docs/scaling.md states. This stalls the leader between writes, the case a lease
+    can fail over from.
+    """
+    assert daemon.proc is not None
+    for attempt in range(1, tries + 1):
+        daemon.proc.send_signal(signal.SIGSTOP)
+        if await asyncio.to_thread(_writable, db):
+            return attempt
+        daemon.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the daemon was inside a write at each of {tries} tries")
 
 
 class CursorWatch:
