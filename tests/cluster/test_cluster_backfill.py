@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from keeper.devnet.anvil import AnvilProcess, ChainControl
 from keeper.store.db import connect
 from keeper.store.leases import LeaseStore
 from keeper.store.migrations import migrate
@@ -15,7 +16,7 @@ from keeper.store.migrations import migrate
 CONFIG = """
 [chain]
 chain_id = 31337
-rpc_urls = ["http://127.0.0.1:9"]
+rpc_urls = ["{rpc}"]
 
 [database]
 path = "{db}"
@@ -27,11 +28,11 @@ address = "0x{addr}"
 """
 
 
-def _backfill(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _backfill(tmp_path: Path, rpc: str = "http://127.0.0.1:9") -> subprocess.CompletedProcess[str]:
     cfg = tmp_path / "k.toml"
-    cfg.write_text(CONFIG.format(db=tmp_path / "k.db", addr="12" * 20))
+    cfg.write_text(CONFIG.format(rpc=rpc, db=tmp_path / "k.db", addr="12" * 20))
     return subprocess.run(
-        [sys.executable, "-m", "keeper", "backfill", "--config", str(cfg)],
+        [sys.executable, "-m", "keeper", "backfill", "--no-progress", "--config", str(cfg)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -60,12 +61,18 @@ def test_backfill_refuses_while_a_daemon_holds_the_lease(tmp_path: Path) -> None
     assert 0 < lease["expires_in_seconds"] <= 600
 
 
-def test_backfill_takes_a_free_lease_and_releases_it(tmp_path: Path) -> None:
-    """With no daemon it proceeds (here to the unreachable node) and hands the lease back."""
-    done = _backfill(tmp_path)
-    assert "being indexed" not in done.stderr
+def test_backfill_takes_a_free_lease_and_releases_it(
+    tmp_path: Path, anvil: AnvilProcess, chain: ChainControl
+) -> None:
+    """With no daemon it indexes, under its own node's lease, and hands the lease back."""
+    chain.mine(3)
+    done = _backfill(tmp_path, anvil.url)
+    assert done.returncode == 0, done.stderr
     conn = connect(tmp_path / "k.db")
-    row = LeaseStore(conn, "indexer", 31337).current()
+    assert conn.execute("SELECT COUNT(*) FROM cursor").fetchone()[0] == 1  # it did index
+    leases = LeaseStore(conn, "indexer", 31337)
+    row = leases.current()
     assert row is not None and row.node.endswith("/backfill")
-    now = LeaseStore(conn, "indexer", 31337).try_acquire("d:2:cd", "d", 10.0, startup=False)
-    assert now.after is not None and now.after.holder == "d:2:cd"  # released: free at once
+    assert row.expires_at <= leases.now()  # released on exit, not left to expire
+    taken = leases.try_acquire("d:2:cd", "d", 10.0, startup=False)
+    assert taken.after is not None and (taken.after.holder, taken.after.epoch) == ("d:2:cd", 2)
