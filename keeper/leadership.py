@@ -136,8 +136,10 @@ class Leadership:
                 epoch=out.state.epoch,
                 leaderless_seconds=out.leaderless_seconds,
             )
+        elif reason == "released":
+            log.info("lease_released", role=role, holder=self.holder, epoch=out.state.epoch)
         elif out.change in ("lost", "expired"):
-            if m is not None and reason != "released":
+            if m is not None:
                 m.lease_lost.labels(role=role, reason=reason).inc()
             log.warning(
                 "lease_lost",
