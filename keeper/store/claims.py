@@ -81,14 +81,15 @@ class Claims:
 
     def upsert(self) -> UpsertClaim:
         """Take the claim with the decision; leave alone what is in flight or confirmed,
-        and what another keeper holds a live claim on."""
+        and an open intent another keeper holds a live claim on (one that ended
+        otherwise, preempted or refused, anyone may decide again)."""
         return UpsertClaim(
             cols=", claimed_by, claim_expires",
             values=f", ?, {self.expiry()}",
             sets=", claimed_by = excluded.claimed_by, claim_expires = excluded.claim_expires",
             where=(
                 " WHERE keeper_intents.status != 'inflight' AND coalesce(keeper_intents.outcome,"
-                f" '') != 'confirmed' AND {self.takeable()}"
+                f" '') != 'confirmed' AND (keeper_intents.status = 'done' OR {self.takeable()})"
             ),
             args=(self.claimant, self.seconds, self.claimant),
         )

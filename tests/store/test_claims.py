@@ -77,6 +77,15 @@ class TestDecisions:
         rows = a.intents_for([one.key, two.key])
         assert (rows[one.key].status, rows[two.key].outcome) == ("inflight", "confirmed")
 
+    def test_an_intent_another_keeper_ended_may_be_decided_again_at_once(
+        self, tmp_path: Path
+    ) -> None:
+        a, b = keeper(tmp_path, A, 30.0), keeper(tmp_path, B, 30.0)
+        [mine] = a.open_decisions([act("1")], 10, "0x01")
+        a.set_outcome([mine.id], "preempted", status="done", detail="InvalidStatus()")
+        [again] = b.open_decisions([act("1")], 20, "0x02")
+        assert (again.id, again.claimed_by, again.status) == (mine.id, B, "open")
+
 
 class TestRecordFence:
     def test_a_stalled_keeper_records_no_attempt_once_another_took_over(
