@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from keeper.compose import build, check_chain_id, load, open_database, tune_gc
 from keeper.config import load_config, redacted
 from keeper.errors import ConfigError, FatalError
 from keeper.indexing import Tee
+from keeper.leadership import INDEXER, Leadership
 from keeper.progress import ProgressReporter
 from keeper.store import db as dbmod
 from keeper.store.index_store import IndexStore
+from keeper.store.leases import LeaseStore
 from keeper.store.migrations import migrate
 
 
@@ -30,6 +34,23 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
     c = build(cfg, wake)
     reporter = ProgressReporter(enabled=progress and sys.stderr.isatty(), stream=sys.stderr)
     c.indexing.listener = Tee(c.listener, reporter)
+    # the daemons' lease: never a second writer beside a running indexer. Its own node
+    # name, so a backfill restarted after a crash takes its lease back at once but never
+    # takes a live daemon's on the same host
+    node = f"{cfg.cluster.node or socket.gethostname()}/backfill"
+    lead = Leadership(c.conn, cfg.chain.chain_id, replace(cfg.cluster, node=node))
+    lead.attempt()
+    if not lead.leading():
+        holder = lead.state.holder_seen
+        await c.rpc.close()
+        c.conn.close()
+        raise FatalError(
+            f"chain {cfg.chain.chain_id} is being indexed by {holder} (its lease is live): "
+            "stop that daemon (or let it backfill) and try again"
+        )
+    c.store.fence = lead.fence
+    stop = asyncio.Event()
+    renewals = asyncio.create_task(lead.run(stop))
     try:
         await check_chain_id(c.rpc, cfg)
         start = c.indexer.start_cursor()
@@ -41,7 +62,10 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
         print(json.dumps(summary, sort_keys=True))
         return 0
     finally:
+        stop.set()
+        await renewals
         await c.rpc.close()
+        lead.release()
         c.conn.close()
 
 
@@ -135,6 +159,7 @@ def run_status(config_path: str, *, as_json: bool) -> int:
             if state is not None and state[0]:
                 paused[c.name] = state[1]
         summary["paused"] = paused
+        summary["indexer_lease"] = _lease_summary(conn, cfg.chain.chain_id)
     finally:
         conn.close()
     if as_json:
@@ -150,3 +175,21 @@ def run_status(config_path: str, *, as_json: bool) -> int:
         for name, block in sorted(paused.items()):
             print(f"{'paused ' + name:>20}: since block {block}; no refund until unpaused")
     return 0
+
+
+def _lease_summary(conn: sqlite3.Connection, chain_id: int) -> dict[str, object] | None:
+    """Which daemon indexes the chain (several may share the database), by the database clock."""
+    leases = LeaseStore(conn, INDEXER, chain_id)
+    try:
+        row = leases.current()
+    except sqlite3.OperationalError:  # a database not yet migrated to keep leases
+        return None
+    if row is None:
+        return None
+    left = row.expires_at - leases.now()
+    return {
+        "holder": row.holder,
+        "epoch": row.epoch,
+        "live": left > 0,
+        "expires_in_seconds": round(left, 1),
+    }

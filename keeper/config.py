@@ -41,6 +41,7 @@ from keeper.obs.redact import redact_template, redact_url
 __all__ = [
     "ApiConfig",
     "ChainConfig",
+    "ClusterConfig",
     "Config",
     "ContractConfig",
     "DatabaseConfig",
@@ -180,6 +181,8 @@ class KeeperConfig:
     shard: v.NonNegInt = 0
     shards: v.PosInt = 1
     shard_fallback_seconds: v.NonNegInt = 300
+    # keepers sharing a database: seconds an intent's claim lasts without renewal
+    claim_seconds: v.PosFloat = 60.0
     gas_margin: v.GasMargin = 1.2
     multicall: v.OptionalAddress = ""
 
@@ -210,6 +213,15 @@ class LogConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Several daemons on one database: one indexes each chain under a lease, the rest stand by."""
+
+    node: v.Str = ""  # this daemon's name among them; "" is the host name
+    lease_seconds: v.PosFloat = 10.0
+    renew_seconds: v.PosFloat = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     chain: ChainConfig
     contracts: Annotated[tuple[ContractConfig, ...], v.Shape("a list of tables ([[contracts]])")]
@@ -218,6 +230,7 @@ class Config:
     keeper: KeeperConfig = KeeperConfig()
     api: ApiConfig = ApiConfig()
     log: LogConfig = LogConfig()
+    cluster: ClusterConfig = ClusterConfig()
 
 
 # --------------------------------------------------------------------------- cross-key rules
@@ -280,8 +293,15 @@ def _keeper_rules(values: dict[str, Any], _: bool, __: _Siblings) -> Iterator[tu
         yield "keystore_password_file", "required when keeper.keystore is set"
 
 
+def _cluster_rules(values: dict[str, Any], _: bool, __: _Siblings) -> Iterator[tuple[str, str]]:
+    lease, renew = values.get("lease_seconds"), values.get("renew_seconds")
+    if lease is not None and renew is not None and renew * 2 > lease:
+        yield "renew_seconds", f"{renew} must be at most half of cluster.lease_seconds ({lease})"
+
+
 _RULES: dict[type, Rule] = {
     ChainConfig: _chain_rules,
+    ClusterConfig: _cluster_rules,
     ContractConfig: _contract_rules,
     GitHubConfig: _github_rules,
     KeeperConfig: _keeper_rules,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import signal
 import time
 from collections.abc import Mapping
@@ -30,8 +31,10 @@ from keeper.errors import (
     RetryableError,
     StateCorruptedError,
 )
+from keeper.leadership import Leadership
 from keeper.obs.logging import get_logger, log_context
 from keeper.store import db as dbmod
+from keeper.store.leases import LeaseLostError
 
 log = get_logger(__name__)
 
@@ -63,6 +66,10 @@ class Daemon:
         self.stop = asyncio.Event()
         self.wake = asyncio.Event()
         self.c = build(cfg, self.wake)
+        # one daemon per chain indexes (several may share the database); the fence
+        # makes every index commit check, in its own transaction, that it still leads
+        self.lead = Leadership(self.c.conn, cfg.chain.chain_id, cfg.cluster, metrics=self.c.metrics)
+        self.c.store.fence = self.lead.fence
         self.keeper: Any = None
         self.verifier: Any = None
         self.api: ApiThread | None = None
@@ -183,13 +190,33 @@ class Daemon:
         clock = asyncio.get_running_loop().time
         pace = BlockPace()
         failures = 0
+        led_epoch: int | None = None  # the epoch this loop last indexed under
+        followed = -math.inf  # when a standby last polled the heads
         while not self.stop.is_set():
+            if not self.lead.leading():
+                led_epoch = None
+                # heads at the poll interval; the lease looked at every renewal, so a
+                # takeover starts indexing at once
+                if clock() - followed >= self.cfg.chain.poll_interval:
+                    followed = clock()
+                    await self.standby_step()
+                await self._sleep(self.stop, self.lead.timings.renew_seconds)
+                continue
+            if led_epoch != self.lead.epoch:
+                # (again) the indexer: another daemon may have written meanwhile
+                indexer.forget()
+                led_epoch = self.lead.epoch
             try:
                 progressed = await indexing.step()
                 self.rpc_ok = True
                 failures = 0
                 if indexer.state.head is not None:
                     pace.observe(indexer.state.head.number, clock())
+            except LeaseLostError as exc:
+                # a stalled step's commit after a takeover: nothing was written
+                log.warning("indexing_fenced_out", reason=str(exc))
+                self.lead.step_down()
+                continue
             except (DeepReorgError, StateCorruptedError) as exc:
                 # only our own state (or a reorg we must not repair silently) halts
                 indexer.state.halted = str(exc)
@@ -214,11 +241,34 @@ class Daemon:
                     wait = pace.delay(poll, clock())
                 await self._sleep(self.stop, wait)
 
+    async def standby_step(self) -> None:
+        """While another daemon indexes: follow the heads and its cursor, for the keeper."""
+        indexer, st = self.c.indexer, self.c.indexer.state
+        try:
+            head, finalized = await indexer.heads()
+            self.rpc_ok = True
+        except KeeperError as exc:
+            self.rpc_ok = False
+            log.warning("standby_heads_failed", error=str(exc), kind=type(exc).__name__)
+            return
+        cursor = self.c.store.cursor()
+        indexed = -1 if cursor is None else cursor.indexed_block
+        if indexed != st.indexed or indexed >= head.number:
+            self.c.listener.last_progress = time.monotonic()
+            self.wake.set()
+        st.indexed = indexed
+        self.c.listener.on_heads(head, finalized, indexed)
+
     async def verify_loop(self) -> None:
         from keeper.store.verifications import delete_orphans
         from keeper.verify.verifier import verify_pending
 
         while not self.stop.is_set():
+            if not self.lead.leading():
+                # a job's reports are one revision chain: two verifiers on one database
+                # would race on its next revision, so the indexing daemon verifies
+                await self._sleep(self.stop, self.cfg.chain.poll_interval)
+                continue
             try:
                 delete_orphans(self.c.conn)
                 head = self.c.indexer.state.head
@@ -266,7 +316,7 @@ class Daemon:
         try:
             while not self.stop.is_set():
                 indexed = self.c.indexer.state.indexed
-                if indexed > 0:
+                if indexed > 0 and self.lead.leading():  # token metadata is index work
                     try:
                         await read_new_tokens(
                             self.c.conn, self.c.rpc, self.cfg.chain.chain_id, indexed, reader
@@ -312,13 +362,17 @@ class Daemon:
                 "keeper_recover", self.keeper.recover
             ):
                 return 0
+            self.lead.attempt()  # alone on the database, this daemon leads from here on
             log.info(
                 "daemon_started",
                 chain_id=self.cfg.chain.chain_id,
                 contracts=len(self.cfg.contracts),
                 keeper=self.keeper is not None,
                 verifier=self.verifier is not None,
+                indexer=self.lead.leading(),
+                node=self.lead.node,
             )
+            tasks.append(asyncio.create_task(self.lead.run(self.stop), name="lease"))
             tasks.append(asyncio.create_task(self.index_loop(), name="index"))
             tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
             tasks.append(asyncio.create_task(self.token_loop(), name="tokens"))
@@ -374,6 +428,7 @@ class Daemon:
         if self.api is not None:
             await asyncio.to_thread(self.api.stop)
         await self.c.rpc.close()
+        self.lead.release()
         self.c.conn.close()
         log.info("daemon_stopped")
 

@@ -36,6 +36,7 @@ from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.db import Db
+from keeper.store.claims import Claims
 from keeper.store.intents import Intent, IntentStore, Outcome
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]
@@ -64,7 +65,13 @@ class Keeper:
         self.settings = settings
         self.chain_id = chain_id
         self.rpc = rpc
-        self.store = IntentStore(db, chain_id, clock)
+        # several keepers on one database: each acts only on intents it claims
+        claims = (
+            Claims(db, chain_id, signer.address, settings.claim_seconds)
+            if signer is not None and not settings.dry_run
+            else None
+        )
+        self.store = IntentStore(db, chain_id, clock, claims)
         self.signer = signer
         self.metrics = metrics
         self.outcomes = OutcomeRecorder(self.store, metrics)
@@ -177,6 +184,7 @@ class Keeper:
             summary = TickSummary(head=head.number)
             if self.signer is not None and not self.settings.dry_run:
                 await self.settler.reconcile(head, summary)
+                await self._adopt(head, summary)
             if self.signer is not None:
                 summary.balance_ok = await self._check_balance()
             book = self.dialects or DialectBook({})
@@ -232,6 +240,20 @@ class Keeper:
             await self.settler.reconcile(head, TickSummary(head=head.number))
             log.info("keeper_recovered", signer=self.address, next_nonce=self.tx.next_nonce)
         self._recovered = True
+
+    async def _adopt(self, head: BlockHeader, summary: TickSummary) -> None:
+        """Renew our claims, then settle what keepers that stopped renewing left in flight."""
+        claims = self.store.claims
+        if claims is None:
+            return
+        claims.renew()
+        for signer in claims.foreign_signers():
+            taken = claims.adopt(signer)
+            if taken:
+                log.warning("keeper_intents_adopted", signer=signer, intents=len(taken))
+                if self.metrics:
+                    self.metrics.intents_adopted.inc(len(taken))
+            await self.settler.settle_adopted(signer, head, summary)
 
     def _encode(self, action: Action) -> bytes:
         if self.dialects is None:
@@ -290,6 +312,8 @@ class Keeper:
 
     async def _act(self, todo: list[Action], head: BlockHeader, summary: TickSummary) -> None:
         intents = self.store.open_decisions(todo, head.number, head.hash) if todo else []
+        by_key = {(i.contract, i.subject, i.action): i for i in intents}
+        todo = [a for a in todo if _key(a) in by_key]  # the rest another keeper claims
         if not summary.balance_ok:
             log.error("keeper_balance_below_minimum", signer=self.address)
             return
@@ -297,7 +321,6 @@ class Keeper:
         if isinstance(fees, CapHit):
             self.tx.hold_at_cap(intents, fees, summary, status="open", what="sending")
             return
-        by_key = {(i.contract, i.subject, i.action): i for i in intents}
         survivors = await self._gate(todo, head, by_key, summary)
         groups = self._group(survivors)
         estimates = self.tx.start_estimates(groups)

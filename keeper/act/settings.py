@@ -9,6 +9,7 @@ from keeper.config import KeeperConfig
 from keeper.domain.fees import FeePolicy
 from keeper.domain.planner import PlannerConfig, Report
 from keeper.domain.settlement import Rules
+from keeper.store.claims import DEFAULT_CLAIM_SECONDS
 
 __all__ = [
     "CANCEL_GAS",
@@ -53,6 +54,7 @@ class KeeperSettings:
     bump_after_blocks: int = 3
     redecide_after_blocks: int = 5
     reorg_watch_blocks: int = REORG_WATCH_BLOCKS
+    claim_seconds: float = DEFAULT_CLAIM_SECONDS
 
     @property
     def fee_policy(self) -> FeePolicy:
@@ -88,6 +90,7 @@ class KeeperSettings:
             ),
             multicall=multicall.lower() if multicall else None,
             reorg_watch_blocks=reorg_watch_blocks,
+            claim_seconds=cfg.claim_seconds,
         )
 
 

@@ -133,8 +133,36 @@ class Settler:
                 log.warning("keeper_confirmed_tx_reorged", tx_hash=attempt.tx_hash)
                 await self.apply(Reopen(attempt.id, attempt.tx_hash, now), head, summary)
 
+    async def settle_adopted(self, signer: str, head: BlockHeader, summary: TickSummary) -> None:
+        """Settle another keeper's open nonces after adopting its intents (it stopped renewing).
+
+        The chain's facts decide as for our own nonces, but nothing is ever
+        signed for them here: a receipt confirms (or ends) the intents, a
+        transaction the node forgot is rebroadcast from its stored bytes, and
+        whatever only its signer could do (replace, cancel) waits for it.
+        A nonce its signer spent on something else ends them as dropped,
+        after which they are decided afresh.
+        """
+        mined = await self.rpc.get_transaction_count(signer, head.number)
+        for nonce, attempts in sorted(self.store.open_nonces(signer).items()):
+            facts = await self._facts(nonce, attempts, head, mined, signer)
+            decision = settle_nonce(attempts, facts, self.rules)
+            if isinstance(decision, Replace | Cancel):
+                log.warning("keeper_adopted_tx_waits", signer=signer, nonce=nonce)
+            elif isinstance(decision, Rebroadcast):
+                attempt = _find(attempts, decision.attempt)
+                log.info("keeper_adopted_rebroadcast", tx_hash=attempt.tx_hash, signer=signer)
+                await self.tx.broadcast(attempt, head, resend=True)
+            else:
+                await self.apply(decision, head, summary, attempts, facts.linked)
+
     async def _facts(
-        self, nonce: int, attempts: Sequence[Attempt], head: BlockHeader, mined: int
+        self,
+        nonce: int,
+        attempts: Sequence[Attempt],
+        head: BlockHeader,
+        mined: int,
+        signer: str | None = None,
     ) -> NonceFacts[Intent]:
         """What the node says of one nonce, asked lazily: a receipt ends the questions."""
         facts: NonceFacts[Intent] = NonceFacts(nonce, head.number, mined)
@@ -148,7 +176,7 @@ class Settler:
         if not live:
             return facts
         if nonce < mined:
-            latest_count = await self.rpc.get_transaction_count(self.address, "latest")
+            latest_count = await self.rpc.get_transaction_count(signer or self.address, "latest")
             facts = dataclasses.replace(facts, latest_count=latest_count)
             if nonce < latest_count:
                 # about to conclude another transaction spent the nonce: one endpoint's

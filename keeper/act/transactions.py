@@ -39,6 +39,7 @@ from keeper.domain.planner import Action, ActionKind
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.rpc.errors import ExecutionRevertedError, RpcError
+from keeper.store.claims import ClaimLostError
 from keeper.store.intents import Attempt, Intent, IntentStore, Outcome
 
 __all__ = ["Transactions", "TxDraft", "action_of", "outcome_of"]
@@ -333,7 +334,24 @@ class Transactions:
         """Sign, persist (before anything leaves the process), then broadcast."""
         assert self.signer is not None
         signed = self.signer.sign(draft.unsigned(self.chain_id))
-        attempt = self.store.record_attempt(
+        try:
+            attempt = self._record(draft, signed.raw, signed.tx_hash)
+        except ClaimLostError as exc:
+            # another keeper took these intents while we decided: these bytes never
+            # leave the process, and the nonce is filled by the next transaction
+            log.warning("keeper_claim_lost", nonce=draft.nonce, reason=str(exc))
+            if self.metrics:
+                self.metrics.claims_lost.inc()
+            if self._book.next == draft.nonce + 1:  # the last one reserved: hand it back
+                self._book = NonceBook(draft.nonce)
+            elif not self.store.attempts_at(self.address, draft.nonce):  # a fresh nonce
+                self._gaps = sorted({*self._gaps, draft.nonce})
+            return
+        summary.sent += 1
+        await self.broadcast(attempt, head)
+
+    def _record(self, draft: TxDraft, raw: bytes, tx_hash: str) -> Attempt:
+        return self.store.record_attempt(
             signer=self.address,
             nonce=draft.nonce,
             kind=draft.kind,
@@ -342,12 +360,10 @@ class Transactions:
             max_fee=draft.fees.max_fee,
             tip=draft.fees.tip,
             gas_limit=draft.gas_limit,
-            raw_tx=signed.raw,
-            tx_hash=signed.tx_hash,
+            raw_tx=raw,
+            tx_hash=tx_hash,
             intent_ids=draft.intent_ids,
         )
-        summary.sent += 1
-        await self.broadcast(attempt, head)
 
     async def broadcast(
         self, attempt: Attempt, head: BlockHeader, *, resend: bool = False

@@ -35,6 +35,8 @@ _RPC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 # Deadline to confirmation in chain seconds: a healthy keeper lands in a few
 # blocks; the long tail (hours, a day) is what alerting cares about.
 _DELAY_BUCKETS = (2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+# seconds without an indexer: the lease (10 s by default) plus a renewal, and worse
+_FAILOVER_BUCKETS = (0.5, 1, 2, 3, 5, 8, 11, 15, 20, 30, 60, 120)
 
 
 class Metrics:
@@ -100,6 +102,52 @@ class Metrics:
             registry=r,
         )
 
+        # the indexer lease (several daemons on one database: keeper.leadership)
+        self.lease_leader = Gauge(
+            "keeper_lease_leader",
+            "1 while this daemon holds the role's lease (indexes the chain), else 0 (standby).",
+            ["role"],
+            registry=r,
+        )
+        self.lease_epoch = Gauge(
+            "keeper_lease_epoch",
+            "Epoch of the role's lease as this daemon last saw it; it rises at every handover.",
+            ["role"],
+            registry=r,
+        )
+        self.lease_acquired = Counter(
+            "keeper_lease_acquired",
+            "Times this daemon became the role's leader (start-up included).",
+            ["role"],
+            registry=r,
+        )
+        self.lease_lost = Counter(
+            "keeper_lease_lost",
+            "Times this daemon stopped leading: taken over, expired, or a commit fenced out.",
+            ["role", "reason"],
+            registry=r,
+        )
+        self.lease_failovers = Counter(
+            "keeper_lease_failovers",
+            "Takeovers of the role's lease by this daemon from another holder.",
+            ["role"],
+            registry=r,
+        )
+        self.lease_failover_seconds = Histogram(
+            "keeper_lease_failover_seconds",
+            "Seconds (database clock) the role had no live leader before this daemon took it "
+            "over: from the previous holder's last renewal to the takeover.",
+            ["role"],
+            buckets=_FAILOVER_BUCKETS,
+            registry=r,
+        )
+        self.lease_fenced_writes = Counter(
+            "keeper_lease_fenced_writes",
+            "Index commits refused because the writer's epoch no longer held the lease.",
+            ["role"],
+            registry=r,
+        )
+
         # RPC
         self.rpc_requests = Counter(
             "keeper_rpc_requests",
@@ -154,6 +202,17 @@ class Metrics:
         )
         self.fee_cap_hits = Counter(
             "keeper_fee_cap_hits", "Fee bumps stopped by the configured cap.", registry=r
+        )
+        self.intents_adopted = Counter(
+            "keeper_intents_adopted",
+            "In-flight intents of another keeper (one that stopped renewing its claims) taken "
+            "over to settle its stored transactions.",
+            registry=r,
+        )
+        self.claims_lost = Counter(
+            "keeper_claims_lost",
+            "Signed transactions discarded unsent: another keeper had taken their intents.",
+            registry=r,
         )
         self.signer_balance_wei = Gauge(
             "keeper_signer_balance_wei", "Balance of the keeper's signer in wei.", registry=r

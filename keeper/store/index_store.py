@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
@@ -130,8 +130,19 @@ _READ_UPSERT: Final = upsert(
 )  # fmt: skip
 
 
+class Fence(Protocol):
+    """Run first inside every write transaction; raises to refuse it (keeper.store.leases)."""
+
+    def check(self) -> None: ...
+
+
 class IndexStore:
-    """Writes of the index component for one chain; callers own the connection."""
+    """Writes of the index component for one chain; callers own the connection.
+
+    ``fence``, when set, is checked inside each write's own transaction before
+    anything is written: the daemon sets it to its indexer lease, so a writer
+    that lost the lease (a stalled old leader) commits nothing.
+    """
 
     def __init__(
         self,
@@ -144,6 +155,7 @@ class IndexStore:
         self.conn = conn
         self.chain_id = chain_id
         self.keep_margin = keep_margin
+        self.fence: Fence | None = None
         self.projections = Projections(conn, chain_id, decoded_cache)
         # The events primary key is keyed by block hash, i.e. random: with
         # SQLite's default 2 MiB page cache, inserts into a large index miss on
@@ -305,6 +317,8 @@ class IndexStore:
             raise StateCorruptedError("IndexStore write inside a foreign open transaction")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            if self.fence is not None:
+                self.fence.check()
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")

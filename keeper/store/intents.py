@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, TypeAlias
 from keeper.domain.planner import Action
 from keeper.domain.settlement import ACTIVE_ATTEMPT
 from keeper.store.db import Db, DbRow
+from keeper.store.claims import ClaimLostError, Claims, UpsertClaim
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -66,6 +67,7 @@ class Intent:
     tx_hash: str | None
     receipt_block: int | None
     attempts: int
+    claimed_by: str | None = None
 
     @property
     def key(self) -> IntentKey:
@@ -108,6 +110,7 @@ def _intent(row: DbRow) -> Intent:
         tx_hash=row["tx_hash"],
         receipt_block=row["receipt_block"],
         attempts=int(row["attempts"]),
+        claimed_by=row["claimed_by"],
     )
 
 
@@ -141,10 +144,18 @@ def _chunks(items: Sequence[Any], size: int = 400) -> Iterator[Sequence[Any]]:
 class IntentStore:
     """The keeper's persistent state for one chain."""
 
-    def __init__(self, conn: Db, chain_id: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        conn: Db,
+        chain_id: int,
+        clock: Callable[[], float] = time.time,
+        claims: Claims | None = None,
+    ) -> None:
         self.conn = conn
         self.chain_id = chain_id
         self._clock = clock
+        # a keeper that sends holds a claim on each intent it acts on (keeper.store.claims)
+        self.claims = claims
 
     @contextmanager
     def _tx(self) -> Iterator[Db]:
@@ -189,11 +200,17 @@ class IntentStore:
         return out
 
     def open_intents(self) -> list[Intent]:
-        """Intents decided but not in flight: waiting for a simulation, a send or a fee."""
-        rows = self.conn.execute(
-            "SELECT * FROM keeper_intents WHERE chain_id = ? AND status = 'open' ORDER BY id",
-            (self.chain_id,),
-        ).fetchall()
+        """Intents decided but not in flight: waiting for a simulation, a send or a fee.
+
+        With claims, only those this keeper holds or may take: another keeper's
+        live claim is that keeper's to decide.
+        """
+        sql = "SELECT * FROM keeper_intents WHERE chain_id = ? AND status = 'open'"
+        args: tuple[Any, ...] = (self.chain_id,)
+        if self.claims is not None:
+            sql += f" AND {self.claims.takeable()}"
+            args += (self.claims.claimant,)
+        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
         return [_intent(r) for r in rows]
 
     def highest_decided_block(self) -> int:
@@ -210,20 +227,27 @@ class IntentStore:
 
         This is the write that must precede any signing. An existing intent is
         re-opened with the new decision, keeping its id and attempt count.
+
+        With claims, the same statement takes the intent's claim, and changes
+        nothing of an intent another keeper holds a live claim on, one in
+        flight, or one already confirmed: only the intents
+        this keeper now holds, open, are returned (the others are not its to send).
         """
         now = self._clock()
+        claim = UpsertClaim() if self.claims is None else self.claims.upsert()
         with self._tx() as c:
             for a in actions:
                 c.execute(
                     "INSERT INTO keeper_intents (chain_id, contract, subject, action, protocol,"
                     " status, outcome, detail, due_at, decided_block, decided_hash,"
-                    " created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, 'open', NULL, NULL, ?, ?, ?, ?, ?)"
+                    f" created_at, updated_at{claim.cols})"
+                    f" VALUES (?, ?, ?, ?, ?, 'open', NULL, NULL, ?, ?, ?, ?, ?{claim.values})"
                     " ON CONFLICT (chain_id, contract, subject, action) DO UPDATE SET"
                     " status = 'open', outcome = NULL, detail = NULL, due_at = excluded.due_at,"
                     " decided_block = excluded.decided_block,"
                     " decided_hash = excluded.decided_hash, tx_hash = NULL,"
-                    " receipt_block = NULL, receipt_hash = NULL, updated_at = excluded.updated_at",
+                    " receipt_block = NULL, receipt_hash = NULL, updated_at = excluded.updated_at"
+                    f"{claim.sets}{claim.where}",
                     (
                         self.chain_id,
                         a.contract,
@@ -235,10 +259,14 @@ class IntentStore:
                         block_hash,
                         now,
                         now,
+                        *claim.args,
                     ),
                 )
         found = self.intents_for((a.contract, a.subject, a.action.value) for a in actions)
-        return [found[(a.contract, a.subject, a.action.value)] for a in actions]
+        mine = [found[(a.contract, a.subject, a.action.value)] for a in actions]
+        if self.claims is None:
+            return mine
+        return [i for i in mine if i.status == "open" and i.claimed_by == self.claims.claimant]
 
     def set_outcome(
         self,
@@ -344,11 +372,19 @@ class IntentStore:
                 "INSERT INTO keeper_attempt_intents (attempt_id, intent_id) VALUES (?, ?)",
                 [(attempt_id, i) for i in intent_ids],
             )
-            c.executemany(
+            held, who = "", tuple[str, ...]()
+            if self.claims is not None:  # the claim fence: still ours, or nothing is recorded
+                held, who = f" AND {self.claims.held()}", (self.claims.claimant,)
+            cur = c.executemany(
                 "UPDATE keeper_intents SET status = 'inflight', outcome = NULL, detail = NULL,"
-                " attempts = attempts + 1, updated_at = ? WHERE id = ?",
-                [(now, i) for i in intent_ids],
+                f" attempts = attempts + 1, updated_at = ? WHERE id = ?{held}",
+                [(now, i, *who) for i in intent_ids],
             )
+            if cur.rowcount != len(intent_ids):
+                raise ClaimLostError(
+                    f"attempt at nonce {nonce} not recorded: the claim on "
+                    f"{len(intent_ids) - cur.rowcount} of its intents is no longer ours"
+                )
         row = self.conn.execute(
             "SELECT * FROM keeper_attempts WHERE id = ?", (attempt_id,)
         ).fetchone()

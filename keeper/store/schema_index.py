@@ -171,4 +171,18 @@ MIGRATIONS: list[str] = [
     CREATE INDEX chain_reads_missing ON chain_reads (chain_id, contract, kind)
         WHERE source = 'missing'
     """,
+    # 6: who indexes each chain when several daemons share the database
+    # (keeper.store.leases): times are seconds by the database clock
+    """
+    CREATE TABLE keeper_leases (
+        role TEXT NOT NULL,
+        chain_id INTEGER NOT NULL,
+        holder TEXT NOT NULL,
+        node TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        renewed_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (role, chain_id)
+    )
+    """,
 ]

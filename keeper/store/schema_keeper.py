@@ -11,6 +11,10 @@ Three tables make sends idempotent across crashes:
 - ``keeper_attempt_intents``: which intents ride on which attempt (a Multicall3
   batch carries many).
 
+Migration 3 adds a claim to each intent (``keeper.store.claims``): several
+keepers on one database, each with its own signer, act on an intent only
+while they hold its claim.
+
 ``keeper_dialects`` (migration 2) records the dialect found for each configured
 contract at the last start-up (``keeper.act.detect``), for ``keeper status``.
 
@@ -88,5 +92,12 @@ MIGRATIONS: list[str] = [
         detected_at REAL NOT NULL,
         PRIMARY KEY (chain_id, contract)
     )
+    """,
+    # 3: keepers sharing one database claim intents (keeper.store.claims): the claimant
+    # (a signer address) and until when, in seconds by the database clock
+    """
+    ALTER TABLE keeper_intents ADD COLUMN claimed_by TEXT;
+    ALTER TABLE keeper_intents ADD COLUMN claim_expires DOUBLE PRECISION;
+    CREATE INDEX keeper_intents_claims ON keeper_intents (chain_id, claimed_by)
     """,
 ]

@@ -123,6 +123,17 @@ class Indexer:
         # whether the current step indexed or rolled back anything
         self._moved = False
 
+    def forget(self) -> None:
+        """Drop what was learned from the index since start, as a restart would.
+
+        For a daemon that becomes the indexer again after another wrote the
+        index meanwhile: the window is re-checked and the reads at the
+        cursor reloaded from the store, not trusted from before.
+        """
+        self._checked_window = False
+        self._tip_reads = None
+        self._head_bloom = None
+
     # ---- heads and finality -------------------------------------------------
 
     async def heads(self) -> tuple[BlockHeader, int]:

@@ -17,6 +17,7 @@ from ship_support import ROOT, clean_env
 from keeper.config import (
     ApiConfig,
     ChainConfig,
+    ClusterConfig,
     Config,
     ContractConfig,
     DatabaseConfig,
@@ -35,6 +36,7 @@ SECTIONS: dict[str, type[Any]] = {
     "keeper": KeeperConfig,
     "api": ApiConfig,
     "log": LogConfig,
+    "cluster": ClusterConfig,
 }
 
 # Secrets as operators really hold them: provider keys in URL paths, queries and userinfo.

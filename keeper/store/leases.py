@@ -1,0 +1,169 @@
+"""The lease rows: one holder per (role, chain), by the database clock, and the fence.
+
+The decisions are :mod:`keeper.domain.lease`; this module is the SQL. Each
+statement exists in two texts that differ only in dialect (the clock
+expression and the placeholder style), side by side in :data:`STATEMENTS`,
+so the PostgreSQL backend runs the same protocol: the upsert of the
+Chainlink shape (``ON CONFLICT … DO UPDATE … WHERE holder = excluded.holder
+OR expires_at < now``) takes or renews the lease and bumps the epoch when the
+holder changes; :meth:`LeaseStore.holds` is the fence, run inside a writer's
+own transaction, which fails unless that writer's epoch still holds an
+unexpired lease.
+
+Why the fence is sound on both: on SQLite the writer's ``BEGIN IMMEDIATE``
+holds the only write lock from the check to its COMMIT, so no takeover can
+land in between; on PostgreSQL the check is an UPDATE of the lease row,
+whose row lock a takeover's upsert waits on until the writer commits, and
+READ COMMITTED re-evaluates the takeover's WHERE on the committed row.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Final, Literal
+
+from keeper.domain.lease import Attempt, LeaseRow
+from keeper.errors import KeeperError
+
+__all__ = ["DB_NOW", "STATEMENTS", "Dialect", "LeaseFence", "LeaseLostError", "LeaseStore"]
+
+Dialect = Literal["sqlite", "postgresql"]
+
+# seconds since the epoch, by the database's clock (subsecond precision)
+DB_NOW: Final[dict[Dialect, str]] = {
+    # SQLite 3.40 has no unixepoch('subsec'); 'now' is fixed within one statement
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    # clock_timestamp(), not now(): now() is the transaction's start, and the fence
+    # must judge expiry at the moment it runs
+    "postgresql": "EXTRACT(EPOCH FROM clock_timestamp())::double precision",
+}
+
+
+def _texts(dialect: Dialect) -> dict[str, str]:
+    now = DB_NOW[dialect]
+
+    def p(name: str) -> str:
+        return f":{name}" if dialect == "sqlite" else f"%({name})s"
+
+    return {
+        "read": (
+            "SELECT holder, node, epoch, expires_at, renewed_at FROM keeper_leases "
+            f"WHERE role = {p('role')} AND chain_id = {p('chain_id')}"
+        ),
+        "now": f"SELECT {now}",
+        # takes the lease when it is ours, expired, or (at start-up only) held by an
+        # earlier incarnation of this node, which a restart means is dead
+        "acquire": (
+            "INSERT INTO keeper_leases (role, chain_id, holder, node, epoch, expires_at, "
+            f"renewed_at) VALUES ({p('role')}, {p('chain_id')}, {p('holder')}, {p('node')}, 1, "
+            f"{now} + {p('lease')}, {now}) "
+            "ON CONFLICT (role, chain_id) DO UPDATE SET "
+            "epoch = CASE WHEN keeper_leases.holder = excluded.holder "
+            "THEN keeper_leases.epoch ELSE keeper_leases.epoch + 1 END, "
+            "holder = excluded.holder, node = excluded.node, "
+            "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at "
+            f"WHERE keeper_leases.holder = excluded.holder OR keeper_leases.expires_at < {now} "
+            f"OR ({p('startup')} = 1 AND keeper_leases.node = excluded.node)"
+        ),
+        # the fence: one row when this epoch still holds an unexpired lease
+        "hold": (
+            "UPDATE keeper_leases SET epoch = epoch "
+            f"WHERE role = {p('role')} AND chain_id = {p('chain_id')} "
+            f"AND holder = {p('holder')} AND epoch = {p('epoch')} AND expires_at > {now}"
+        ),
+        # a clean shutdown hands over at once instead of after the lease
+        "release": (
+            f"UPDATE keeper_leases SET expires_at = {now} "
+            f"WHERE role = {p('role')} AND chain_id = {p('chain_id')} "
+            f"AND holder = {p('holder')} AND epoch = {p('epoch')}"
+        ),
+    }
+
+
+# every statement in both dialects; the store runs the one its connection speaks
+STATEMENTS: Final[dict[Dialect, dict[str, str]]] = {
+    "sqlite": _texts("sqlite"),
+    "postgresql": _texts("postgresql"),
+}
+
+
+class LeaseLostError(KeeperError):
+    """A write was refused: its writer's epoch no longer holds the lease."""
+
+
+class LeaseStore:
+    """The lease of one role on one chain; callers own the connection."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, role: str, chain_id: int, dialect: Dialect = "sqlite"
+    ) -> None:
+        self.conn = conn
+        self.role = role
+        self.chain_id = chain_id
+        self.sql = STATEMENTS[dialect]
+
+    def _key(self, **extra: Any) -> dict[str, Any]:
+        return {"role": self.role, "chain_id": self.chain_id, **extra}
+
+    def current(self) -> LeaseRow | None:
+        row = self.conn.execute(self.sql["read"], self._key()).fetchone()
+        return None if row is None else _row(row)
+
+    def now(self) -> float:
+        """The database clock, in seconds."""
+        return float(self.conn.execute(self.sql["now"]).fetchone()[0])
+
+    def try_acquire(
+        self, holder: str, node: str, lease_seconds: float, *, startup: bool
+    ) -> Attempt:
+        """One try at the lease, in one transaction: the row before, the upsert, the row after."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            before = self.current()
+            c.execute(
+                self.sql["acquire"],
+                self._key(holder=holder, node=node, lease=lease_seconds, startup=int(startup)),
+            )
+            after = self.current()
+            now = self.now()
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+        return Attempt(before, after, now)
+
+    def holds(self, holder: str, epoch: int) -> bool:
+        """The fence: run inside the writer's open transaction, before its writes."""
+        cur = self.conn.execute(self.sql["hold"], self._key(holder=holder, epoch=epoch))
+        return cur.rowcount == 1
+
+    def release(self, holder: str, epoch: int) -> None:
+        self.conn.execute(self.sql["release"], self._key(holder=holder, epoch=epoch))
+
+
+def _row(row: Any) -> LeaseRow:
+    return LeaseRow(str(row[0]), str(row[1]), int(row[2]), float(row[3]), float(row[4]))
+
+
+class LeaseFence:
+    """What an index writer checks in each transaction: that ``epoch`` still leads.
+
+    ``epoch`` is None while this process is not the leader: every write is
+    refused then, so a standby that was handed a stale step writes nothing.
+    """
+
+    def __init__(self, leases: LeaseStore, holder: str) -> None:
+        self.leases = leases
+        self.holder = holder
+        self.epoch: int | None = None
+        self.refused = 0
+
+    def check(self) -> None:
+        """Raise LeaseLostError unless this writer's epoch holds the lease now."""
+        if self.epoch is None or not self.leases.holds(self.holder, self.epoch):
+            self.refused += 1
+            raise LeaseLostError(
+                f"{self.leases.role} lease of chain {self.leases.chain_id} is no longer held "
+                f"by {self.holder} at epoch {self.epoch}: write refused"
+            )

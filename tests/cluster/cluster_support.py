@@ -1,0 +1,165 @@
+"""Three ``keeper run`` daemons on one SQLite file and one anvil, and what to watch them by.
+
+Each daemon gets its own node name and API port and a short lease (3 s,
+renewed every 0.3 s) so a failover fits in a few seconds of test time; the
+database, contracts and chain are shared. The cursor watcher reads the
+shared file read-only every few milliseconds, which is how a test proves the
+cursor never moved back across a failover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rel_daemon import DaemonProc
+
+from keeper.devnet.traffic import KEEPER_KEY
+
+__all__ = [
+    "LEASE",
+    "RENEW",
+    "CursorWatch",
+    "cluster",
+    "leader_of",
+    "logged",
+    "metric",
+    "stop_outside_a_write",
+]
+
+LEASE = 3.0
+RENEW = 0.3
+
+
+def cluster(
+    config_file: Path, tmp: Path, nodes: Sequence[str], keys: Sequence[str] | None = None
+) -> list[DaemonProc]:
+    """One daemon per node name on the same config; a keeper only where a key is given."""
+    out = []
+    for i, node in enumerate(nodes):
+        key = None if keys is None else keys[i]
+        extra = {
+            "KEEPER_CLUSTER__NODE": node,
+            "KEEPER_CLUSTER__LEASE_SECONDS": str(LEASE),
+            "KEEPER_CLUSTER__RENEW_SECONDS": str(RENEW),
+        }
+        if key is None:
+            extra["KEEPER_KEEPER__ENABLED"] = "false"
+        out.append(
+            DaemonProc.for_config(config_file, tmp / f"{node}.log", key or KEEPER_KEY, **extra)
+        )
+    return out
+
+
+def metric(daemon: DaemonProc, name: str, labels: str = 'role="indexer"') -> float | None:
+    """One sample from the daemon's /metrics (None: not served or not there)."""
+    reply = daemon.get("/metrics", timeout=2)
+    if reply is None or reply[0] != 200:
+        return None
+    pattern = rf"^{re.escape(name)}\{{{re.escape(labels)}\}} (\S+)$"
+    found = re.search(pattern, reply[1].decode(), re.MULTILINE)
+    return None if found is None else float(found.group(1))
+
+
+async def leader_of(daemons: Sequence[DaemonProc], within: float) -> DaemonProc | None:
+    """The one live daemon reporting itself leader, once exactly one does."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        live = [d for d in daemons if d.alive()]
+        flags = await asyncio.gather(
+            *(asyncio.to_thread(metric, d, "keeper_lease_leader") for d in live)
+        )
+        leaders = [d for d, f in zip(live, flags, strict=True) if f == 1.0]
+        if len(leaders) == 1:
+            return leaders[0]
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def logged(daemon: DaemonProc, event: str, within: float) -> bool:
+    """Whether the daemon logs ``event`` (a JSON log line's event name) within the time."""
+    needle = f'"event": "{event}"'
+    for _ in range(int(within / 0.05)):
+        if needle in daemon.output():
+            return True
+        await asyncio.sleep(0.05)
+    return needle in daemon.output()
+
+
+def _writable(db: Path) -> bool:
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # "database is locked": someone is inside a write
+        return False
+    finally:
+        conn.close()
+
+
+async def stop_outside_a_write(daemon: DaemonProc, db: Path, tries: int = 50) -> int:
+    """SIGSTOP the daemon at a moment it holds no write transaction; the tries it took.
+
+    A process stopped INSIDE a write keeps the SQLite file's only write lock, and no
+    other process can write (take the lease over) until it resumes or dies: the limit
+    docs/scaling.md states. This stalls the leader between writes, the case a lease
+    can fail over from.
+    """
+    assert daemon.proc is not None
+    for attempt in range(1, tries + 1):
+        daemon.proc.send_signal(signal.SIGSTOP)
+        if await asyncio.to_thread(_writable, db):
+            return attempt
+        daemon.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the daemon was inside a write at each of {tries} tries")
+
+
+class CursorWatch:
+    """Every cursor value the shared database held, sampled until stopped."""
+
+    def __init__(self, db: Path, chain_id: int, every: float = 0.01) -> None:
+        self.db, self.chain_id, self.every = db, chain_id, every
+        self.seen: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def _read(self, conn: sqlite3.Connection) -> int | None:
+        row = conn.execute(
+            "SELECT indexed_block FROM cursor WHERE chain_id = ?", (self.chain_id,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    async def _run(self) -> None:
+        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            while True:
+                with contextlib.suppress(sqlite3.OperationalError):
+                    value = await asyncio.to_thread(self._read, conn)
+                    if value is not None and (not self.seen or value != self.seen[-1]):
+                        self.seen.append(value)
+                await asyncio.sleep(self.every)
+        finally:
+            conn.close()
+
+    async def __aenter__(self) -> CursorWatch:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def backwards(self) -> Iterator[tuple[int, int]]:
+        """Every step down the cursor took (none on a chain without reorgs)."""
+        for a, b in zip(self.seen, self.seen[1:], strict=False):
+            if b < a:
+                yield a, b
