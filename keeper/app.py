@@ -177,13 +177,15 @@ def run_status(config_path: str, *, as_json: bool) -> int:
     return 0
 
 
-def _lease_summary(conn: sqlite3.Connection, chain_id: int) -> dict[str, object] | None:
+def _lease_summary(conn: dbmod.Db, chain_id: int) -> dict[str, object] | None:
     """Which daemon indexes the chain (several may share the database), by the database clock."""
     leases = LeaseStore(conn, INDEXER, chain_id)
     try:
         row = leases.current()
-    except sqlite3.OperationalError:  # a database not yet migrated to keep leases
-        return None
+    except Exception as exc:
+        if dbmod.is_missing_table(exc):  # a database not yet migrated to keep leases
+            return None
+        raise
     if row is None:
         return None
     left = row.expires_at - leases.now()

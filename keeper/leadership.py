@@ -16,7 +16,6 @@ import contextlib
 import os
 import secrets
 import socket
-import sqlite3
 import time
 from collections.abc import Callable
 
@@ -34,6 +33,7 @@ from keeper.domain.lease import (
 )
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
+from keeper.store.db import TRANSIENT_ERRORS, Db
 from keeper.store.leases import LeaseFence, LeaseStore
 
 __all__ = ["INDEXER", "Leadership"]
@@ -48,7 +48,7 @@ class Leadership:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Db,
         chain_id: int,
         cluster: ClusterConfig,
         *,
@@ -85,7 +85,7 @@ class Leadership:
             tried = self.leases.try_acquire(
                 self.holder, self.node, self.timings.lease_seconds, startup=self._reclaim
             )
-        except sqlite3.OperationalError as exc:  # locked past the busy timeout, disk trouble
+        except TRANSIENT_ERRORS as exc:  # locked past the busy timeout, a server gone
             log.warning("lease_try_failed", role=self.role, error=str(exc))
             out = after_failure(self.state, self._clock())
         else:
@@ -103,7 +103,7 @@ class Leadership:
     def release(self) -> None:
         """On a clean stop: end the lease now so a standby need not wait for it to expire."""
         if self.state.standing is Standing.LEADER:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*TRANSIENT_ERRORS):
                 self.leases.release(self.holder, self.state.epoch)
             self._apply(fenced_out(self.state), "released")
 

@@ -35,8 +35,8 @@ from keeper.domain.planner import Action, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
-from keeper.store.db import Db
 from keeper.store.claims import Claims
+from keeper.store.db import Db
 from keeper.store.intents import Intent, IntentStore, Outcome
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]

@@ -16,12 +16,12 @@ stored bytes) and never signs a second transaction for it.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final
 
 from keeper.errors import KeeperError
-from keeper.store.leases import DB_NOW, Dialect
+from keeper.store.db import Db, dialect
+from keeper.store.leases import DB_NOW
 
 __all__ = ["DEFAULT_CLAIM_SECONDS", "ClaimLostError", "Claims", "UpsertClaim"]
 
@@ -52,17 +52,16 @@ class Claims:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Db,
         chain_id: int,
         claimant: str,
         seconds: float = DEFAULT_CLAIM_SECONDS,
-        dialect: Dialect = "sqlite",
     ) -> None:
         self.conn = conn
         self.chain_id = chain_id
         self.claimant = claimant.lower()
         self.seconds = seconds
-        self.now = DB_NOW[dialect]
+        self.now = DB_NOW[dialect(conn)]
 
     def takeable(self, table: str = "keeper_intents") -> str:
         """SQL true when this keeper may take the row's claim (one ``?``: the claimant)."""

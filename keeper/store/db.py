@@ -17,11 +17,12 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 import psycopg
 
-from keeper.store.pg import PgConnection, PgRow
+from keeper.store.pg import DatabaseUnavailableError, PgConnection, PgRow
 from keeper.store.queries import refundable
 
 __all__ = [
     "ANALYSIS_LIMIT",
+    "TRANSIENT_ERRORS",
     "Db",
     "DbCursor",
     "DbRow",
@@ -67,6 +68,15 @@ class Db(Protocol):
     def in_transaction(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+# what a statement may meet that a later try can get past, on either backend: SQLite
+# locked past its busy timeout or disk trouble, a PostgreSQL server gone or restarting
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+    DatabaseUnavailableError,
+)
 
 
 def dialect(conn: Db) -> Dialect:

@@ -17,8 +17,8 @@ from typing import Any, Final, Literal, TypeAlias
 
 from keeper.domain.planner import Action
 from keeper.domain.settlement import ACTIVE_ATTEMPT
-from keeper.store.db import Db, DbRow
 from keeper.store.claims import ClaimLostError, Claims, UpsertClaim
+from keeper.store.db import Db, DbRow
 
 __all__ = [
     "ACTIVE_ATTEMPT",

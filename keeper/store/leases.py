@@ -1,9 +1,9 @@
 """The lease rows: one holder per (role, chain), by the database clock, and the fence.
 
 The decisions are :mod:`keeper.domain.lease`; this module is the SQL. Each
-statement exists in two texts that differ only in dialect (the clock
-expression and the placeholder style), side by side in :data:`STATEMENTS`,
-so the PostgreSQL backend runs the same protocol: the upsert of the
+statement exists in two texts that differ only in the clock expression
+(:data:`DB_NOW`), side by side in :data:`STATEMENTS`, so the PostgreSQL
+backend runs the same protocol: the upsert of the
 Chainlink shape (``ON CONFLICT … DO UPDATE … WHERE holder = excluded.holder
 OR expires_at < now``) takes or renews the lease and bumps the epoch when the
 holder changes; :meth:`LeaseStore.holds` is the fence, run inside a writer's
@@ -19,15 +19,13 @@ READ COMMITTED re-evaluates the takeover's WHERE on the committed row.
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from keeper.domain.lease import Attempt, LeaseRow
 from keeper.errors import KeeperError
+from keeper.store.db import Db, Dialect, dialect
 
-__all__ = ["DB_NOW", "STATEMENTS", "Dialect", "LeaseFence", "LeaseLostError", "LeaseStore"]
-
-Dialect = Literal["sqlite", "postgresql"]
+__all__ = ["DB_NOW", "STATEMENTS", "LeaseFence", "LeaseLostError", "LeaseStore"]
 
 # seconds since the epoch, by the database's clock (subsecond precision)
 DB_NOW: Final[dict[Dialect, str]] = {
@@ -39,11 +37,11 @@ DB_NOW: Final[dict[Dialect, str]] = {
 }
 
 
-def _texts(dialect: Dialect) -> dict[str, str]:
-    now = DB_NOW[dialect]
+def _texts(kind: Dialect) -> dict[str, str]:
+    now = DB_NOW[kind]
 
     def p(name: str) -> str:
-        return f":{name}" if dialect == "sqlite" else f"%({name})s"
+        return f":{name}"  # the PostgreSQL connection translates named placeholders
 
     return {
         "read": (
@@ -94,13 +92,11 @@ class LeaseLostError(KeeperError):
 class LeaseStore:
     """The lease of one role on one chain; callers own the connection."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, role: str, chain_id: int, dialect: Dialect = "sqlite"
-    ) -> None:
+    def __init__(self, conn: Db, role: str, chain_id: int) -> None:
         self.conn = conn
         self.role = role
         self.chain_id = chain_id
-        self.sql = STATEMENTS[dialect]
+        self.sql = STATEMENTS[dialect(conn)]
 
     def _key(self, **extra: Any) -> dict[str, Any]:
         return {"role": self.role, "chain_id": self.chain_id, **extra}
