@@ -1,9 +1,9 @@
-"""Claims on intents: two keepers (two signers) on one SQLite file, two connections."""
+"""Claims on intents: two keepers (two signers) on one database of each backend, two connections."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -20,12 +20,18 @@ B = "0x" + "bb" * 20
 CHAIN = 31337
 
 
+@pytest.fixture
+def shared(new_db: Callable[[], str]) -> str:
+    """One database, on each backend, that the test's connections share."""
+    return new_db()
+
+
 def act(subject: str) -> Action:
     return Action(C, subject, ActionKind.CLAIM_REFUND, 1000, Protocol.ERC8183)
 
 
-def keeper(tmp_path: Path, signer: str, seconds: float) -> IntentStore:
-    conn = connect(tmp_path / "shared.db")
+def keeper(shared: str, signer: str, seconds: float) -> IntentStore:
+    conn = connect(shared)
     migrate(conn)
     return IntentStore(conn, CHAIN, claims=Claims(conn, CHAIN, signer, seconds))
 
@@ -43,8 +49,8 @@ def count(store: IntentStore, sql: str) -> int:
 
 
 class TestDecisions:
-    def test_one_keeper_gets_each_intent_until_its_claim_expires(self, tmp_path: Path) -> None:
-        a, b = keeper(tmp_path, A, 0.3), keeper(tmp_path, B, 0.3)
+    def test_one_keeper_gets_each_intent_until_its_claim_expires(self, shared: str) -> None:
+        a, b = keeper(shared, A, 0.3), keeper(shared, B, 0.3)
         [mine] = a.open_decisions([act("1"), act("2")], 10, "0x01")[:1]
         assert mine.claimed_by == A
         # b decides the same two actions a block later: a holds both, b gets none
@@ -57,8 +63,8 @@ class TestDecisions:
         taken = b.open_decisions([act("1")], 12, "0x03")
         assert [(i.subject, i.claimed_by, i.decided_block) for i in taken] == [("1", B, 12)]
 
-    def test_renewal_keeps_a_claim_alive(self, tmp_path: Path) -> None:
-        a, b = keeper(tmp_path, A, 0.3), keeper(tmp_path, B, 0.3)
+    def test_renewal_keeps_a_claim_alive(self, shared: str) -> None:
+        a, b = keeper(shared, A, 0.3), keeper(shared, B, 0.3)
         a.open_decisions([act("1")], 10, "0x01")
         for _ in range(4):
             time.sleep(0.1)
@@ -66,9 +72,9 @@ class TestDecisions:
         assert b.open_decisions([act("1")], 11, "0x02") == []
 
     def test_in_flight_and_confirmed_intents_are_never_reopened_by_another(
-        self, tmp_path: Path
+        self, shared: str
     ) -> None:
-        a, b = keeper(tmp_path, A, 0.1), keeper(tmp_path, B, 0.1)
+        a, b = keeper(shared, A, 0.1), keeper(shared, B, 0.1)
         one, two = a.open_decisions([act("1"), act("2")], 10, "0x01")
         send(a, A, 0, [one.id])
         a.set_outcome([two.id], "confirmed", status="done", tx_hash="0x" + "cd" * 32)
@@ -77,10 +83,8 @@ class TestDecisions:
         rows = a.intents_for([one.key, two.key])
         assert (rows[one.key].status, rows[two.key].outcome) == ("inflight", "confirmed")
 
-    def test_an_intent_another_keeper_ended_may_be_decided_again_at_once(
-        self, tmp_path: Path
-    ) -> None:
-        a, b = keeper(tmp_path, A, 30.0), keeper(tmp_path, B, 30.0)
+    def test_an_intent_another_keeper_ended_may_be_decided_again_at_once(self, shared: str) -> None:
+        a, b = keeper(shared, A, 30.0), keeper(shared, B, 30.0)
         [mine] = a.open_decisions([act("1")], 10, "0x01")
         a.set_outcome([mine.id], "preempted", status="done", detail="InvalidStatus()")
         [again] = b.open_decisions([act("1")], 20, "0x02")
@@ -88,10 +92,8 @@ class TestDecisions:
 
 
 class TestRecordFence:
-    def test_a_stalled_keeper_records_no_attempt_once_another_took_over(
-        self, tmp_path: Path
-    ) -> None:
-        a, b = keeper(tmp_path, A, 0.2), keeper(tmp_path, B, 30.0)
+    def test_a_stalled_keeper_records_no_attempt_once_another_took_over(self, shared: str) -> None:
+        a, b = keeper(shared, A, 0.2), keeper(shared, B, 30.0)
         [mine] = a.open_decisions([act("1")], 10, "0x01")
         time.sleep(0.3)  # a stalls between its simulation and its signature
         [theirs] = b.open_decisions([act("1")], 11, "0x02")
@@ -103,8 +105,8 @@ class TestRecordFence:
         send(b, B, 0, [theirs.id])
         assert count(a, "SELECT COUNT(*) FROM keeper_attempts WHERE signer = '" + B + "'") == 1
 
-    def test_an_expired_claim_nobody_took_still_refuses(self, tmp_path: Path) -> None:
-        a = keeper(tmp_path, A, 0.1)
+    def test_an_expired_claim_nobody_took_still_refuses(self, shared: str) -> None:
+        a = keeper(shared, A, 0.1)
         [mine] = a.open_decisions([act("1")], 10, "0x01")
         time.sleep(0.2)
         with pytest.raises(ClaimLostError):
@@ -112,8 +114,8 @@ class TestRecordFence:
 
 
 class TestAdoption:
-    def test_a_dead_keepers_in_flight_intents_go_to_exactly_one_taker(self, tmp_path: Path) -> None:
-        a, b = keeper(tmp_path, A, 0.1), keeper(tmp_path, B, 30.0)
+    def test_a_dead_keepers_in_flight_intents_go_to_exactly_one_taker(self, shared: str) -> None:
+        a, b = keeper(shared, A, 0.1), keeper(shared, B, 30.0)
         c = IntentStore(b.conn, CHAIN, claims=Claims(b.conn, CHAIN, "0x" + "cc" * 20, 30.0))
         one, two = a.open_decisions([act("1"), act("2")], 10, "0x01")
         send(a, A, 0, [one.id, two.id])
