@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from keeper.devnet.anvil import AnvilProcess, free_port
 from keeper.devnet.deploy import deploy_all
 from keeper.devnet.traffic import KEEPER_KEY
 from keeper.errors import KeeperError
+from keeper.store.db import connect
 
 PASSWORD = "s3cret-pw-7781"
 API_KEY = "APIKEY123xyz"
@@ -56,10 +56,12 @@ def cli(*args: str, env: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 async def test_no_secret_in_logs_metrics_api_cli_or_exceptions(
-    size: Size, anvil: AnvilProcess, tmp_path: Path
+    size: Size, backend: str, anvil: AnvilProcess, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """Zero hits of the key, the password or the API key anywhere the daemon speaks."""
+    """Zero hits of the key, the password or the API key anywhere the daemon speaks; on
+    PostgreSQL the database URL carries the password too."""
     fig = REPORT.figures(size.name)
     needles = secret_needles(KEEPER_KEY)
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
@@ -68,8 +70,13 @@ async def test_no_secret_in_logs_metrics_api_cli_or_exceptions(
         port = int(proxy.url.rsplit(":", 1)[1])
         secret_url = f"http://user:{PASSWORD}@127.0.0.1:{port}/v3/{API_KEY}"
         dead_url = f"https://user:{PASSWORD}@127.0.0.1:{dead}/v3/{API_KEY}?key={API_KEY}"
+        database = ""
+        if backend == "postgresql":
+            # the test server trusts any password: the secret travels all the way through
+            server = request.getfixturevalue("postgres_server")
+            database = server.database().replace("postgres@", f"postgres:{PASSWORD}@")
         cfg = write_config(
-            tmp_path, "secret", [secret_url, dead_url], deployed, poll_interval=0.1,
+            tmp_path, "secret", [secret_url, dead_url], deployed, database, poll_interval=0.1,
             finality="confirmations", confirmations=2, request_timeout=1.0,
         )  # fmt: skip
         config_file = tmp_path / "secret.toml"
@@ -87,7 +94,7 @@ async def test_no_secret_in_logs_metrics_api_cli_or_exceptions(
             gen = keeper_traffic(anvil.url, deployed, interval=0.05)
             await gen.run(max(12, size.fault_steps // 2))  # the keeper signs and sends
             await asyncio.sleep(2.0)
-            conn = sqlite3.connect(cfg.database.path)
+            conn = connect(cfg.database.target)
             try:
                 sent = conn.execute("SELECT COUNT(*) FROM keeper_attempts").fetchone()[0]
                 task = conn.execute("SELECT contract, task_id FROM tasks LIMIT 1").fetchone()
