@@ -20,6 +20,7 @@ from keeper.config import (
     Config,
     ContractConfig,
     DatabaseConfig,
+    IndexerConfig,
     KeeperConfig,
     LogConfig,
     VerdictsConfig,
@@ -34,6 +35,7 @@ SECTIONS: dict[str, type[Any]] = {
     "verdicts": VerdictsConfig,
     "keeper": KeeperConfig,
     "api": ApiConfig,
+    "indexer": IndexerConfig,
     "log": LogConfig,
 }
 
