@@ -23,6 +23,7 @@ the page that met the failure.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -40,6 +41,9 @@ __all__ = ["PRIMARY", "Lag", "ReadConnection", "ReadTargets", "ReplicaCollector"
 PRIMARY: Final = "primary"
 # a standby that takes longer than this to accept a connection is skipped for this page
 PROBE_TIMEOUT_SECONDS: Final = 2
+# a reader that fell back (to a later standby or the primary) tries the first choice
+# again after this long, between pages: a standby back from a restart is used again
+RETRY_PREFERRED_SECONDS: Final = 10.0
 
 _log = get_logger(__name__)
 
@@ -75,13 +79,25 @@ class ReadTargets:
     Names, never URLs, reach logs, metrics and status (the URLs carry passwords).
     """
 
-    def __init__(self, primary: str, read_urls: Sequence[str]) -> None:
+    def __init__(
+        self,
+        primary: str,
+        read_urls: Sequence[str],
+        *,
+        retry_preferred_seconds: float = RETRY_PREFERRED_SECONDS,
+    ) -> None:
         self.primary = primary
+        self.retry_preferred_seconds = retry_preferred_seconds
         self.replicas = tuple((f"read{i}", url) for i, url in enumerate(read_urls))
         self._lock = threading.Lock()
         self._fallbacks: dict[str, int] = {name: 0 for name, _ in self.replicas}
         # the target each reading thread last chose, for status
         self.current: dict[str, str] = {}
+
+    @property
+    def preferred(self) -> str:
+        """The target a reader should be on when everything answers."""
+        return self.replicas[0][0] if self.replicas else PRIMARY
 
     def open(self) -> tuple[str, Db]:
         """A read-only connection to the first standby that answers, else the primary."""
@@ -169,7 +185,9 @@ class ReadConnection:
     A statement outside a transaction that finds its server gone is retried
     once on the next target (a read repeats safely); inside a transaction the
     error reaches the page (a 503), the transaction's COMMIT is a no-op, and
-    the next page opens a new target. Every target is PostgreSQL (``read_urls``
+    the next page opens a new target. A reader that fell back tries the
+    preferred target again between pages, every ``retry_preferred_seconds``.
+    Every target is PostgreSQL (``read_urls``
     needs ``url``), so the store's PostgreSQL statements are the ones it takes.
     """
 
@@ -177,14 +195,18 @@ class ReadConnection:
 
     def __init__(self, targets: ReadTargets) -> None:
         self._targets = targets
-        self.name, conn = targets.open()
-        self._conn: Db | None = conn
+        self._conn: Db | None = None
+        self._opened = 0.0
+        self._reopen()
 
     def execute(self, sql: str, parameters: Any = (), /) -> DbCursor:
         conn = self._conn
         if conn is None:
             if _is_end(sql):
                 return _NoResult()
+            conn = self._reopen()
+        elif not conn.in_transaction and self._retry_due():
+            conn.close()
             conn = self._reopen()
         began_outside = not conn.in_transaction
         try:
@@ -222,7 +244,13 @@ class ReadConnection:
     def _reopen(self) -> Db:
         self.name, conn = self._targets.open()
         self._conn = conn
+        self._opened = time.monotonic()
         return conn
+
+    def _retry_due(self) -> bool:
+        if self.name == self._targets.preferred:
+            return False
+        return time.monotonic() - self._opened >= self._targets.retry_preferred_seconds
 
 
 class ReplicaCollector(Collector):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -260,3 +261,30 @@ def test_connect_reads_a_standby_data_version(replicated: World, standby: Postgr
         assert data_version(conn) > 0
     finally:
         conn.close()
+
+
+def test_a_reader_that_fell_back_returns_to_the_standby_once_it_answers(
+    replicated: World, postgres_server: PostgresServer, standby: PostgresStandby
+) -> None:
+    """read0 names a database the standby does not have yet: pages go to the primary;
+    once the database is created on the primary and replayed, the reader moves back."""
+    primary = str(replicated.path)
+    name = f"later_{_free_port()}"
+    targets = ReadTargets(primary, [standby.url(name)], retry_preferred_seconds=0.2)
+    conn = ReadConnection(targets)
+    try:
+        assert conn.name == PRIMARY and targets.fallbacks() == {"read0": 1}
+        conn.execute("BEGIN")
+        with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        standby.wait_replayed()
+        time.sleep(0.3)
+        # a page never moves: the one begun on the primary ends there
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False
+        conn.execute("COMMIT")
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
+        assert conn.name == "read0"
+    finally:
+        conn.close()
+        with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}"')
