@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -288,3 +293,70 @@ def test_a_reader_that_fell_back_returns_to_the_standby_once_it_answers(
         conn.close()
         with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE "{name}"')
+
+
+def test_keeper_run_as_an_api_only_daemon_on_the_standby(
+    module_anvil: Any, replicated: World, standby: PostgresStandby, tmp_path: Path
+) -> None:
+    """The real process: `keeper run` with [indexer] enabled = false and the URLs from the
+    environment (passwords in them, which trust auth ignores) gets ready, serves the
+    world from read0, indexes nothing, never shows a password and stops on SIGTERM."""
+    primary = str(replicated.path)
+    with_password = lambda url: url.replace("postgres@", "postgres:hunter2pw@")  # noqa: E731
+    port = _free_port()
+    config = tmp_path / "keeper.toml"
+    config.write_text(
+        f"[chain]\nchain_id = {CHAIN_ID}\nrpc_urls = [{json.dumps(module_anvil.url)}]\n"
+        f'[indexer]\nenabled = false\n[api]\nlisten = "127.0.0.1:{port}"\n'
+        f'[[contracts]]\nname = "acp"\nprotocol = "erc8183"\naddress = "{ACP}"\n'
+        f'[[contracts]]\nname = "tm"\nprotocol = "taskmarket"\naddress = "{TM}"\n'
+    )
+    env = {
+        **os.environ,
+        "KEEPER_DATABASE__URL": with_password(primary),
+        "KEEPER_DATABASE__READ_URLS": with_password(standby.on_standby(primary)),
+        "KEEPER_LOG__FORMAT": "json",
+    }
+    log = tmp_path / "daemon.log"
+    with psycopg.connect(primary) as conn:
+        cursor_before = conn.execute("SELECT * FROM cursor").fetchall()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "keeper", "run", "--config", str(config)],
+            stdout=out, stderr=out, env=env,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while _get_status(port, "/readyz") != 200:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        jobs = _get(port, "/v1/jobs?limit=500")["items"]
+        assert len(jobs) == len(replicated.jobs)
+        status = _get(port, "/v1/status")
+        assert status["database"]["reads_from"] == ["read0"]
+        metrics = _get(port, "/metrics")
+        assert _sample(metrics, "keeper_database_replica_up", "read0") == 1.0
+        time.sleep(1.0)  # an indexer would have moved the cursor over the anvil chain by now
+        with psycopg.connect(primary) as conn:
+            assert conn.execute("SELECT * FROM cursor").fetchall() == cursor_before
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert '"indexer": false' in text or '"indexer":false' in text, text[-3000:]
+    for shown in (text, json.dumps(status), metrics):
+        assert "hunter2pw" not in shown
+
+
+def _get_status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
