@@ -187,8 +187,8 @@ class ReadConnection:
     error reaches the page (a 503), the transaction's COMMIT is a no-op, and
     the next page opens a new target. A reader that fell back tries the
     preferred target again between pages, every ``retry_preferred_seconds``.
-    Every target is PostgreSQL (``read_urls``
-    needs ``url``), so the store's PostgreSQL statements are the ones it takes.
+    Every target is PostgreSQL (``read_urls`` needs ``url``), so the store's
+    PostgreSQL statements are the ones it takes.
     """
 
     dialect: Final = "postgresql"
