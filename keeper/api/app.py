@@ -413,7 +413,8 @@ def make_app(
         by_address = {
             address: (name, (protocols or {}).get(address)) for name, address in names.items()
         }
-        registry.register(DatabaseCollector(sqlite_sources(db_path, chain_id), by_address))
+        sources = sqlite_sources(db_path, chain_id, open_read)
+        registry.register(DatabaseCollector(sources, by_address))
     if verification is None and chain_id is not None:
         verification = reads.verification
     if verdicts is None and chain_id is not None:

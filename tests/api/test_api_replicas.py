@@ -78,6 +78,12 @@ def _sample(metrics: str, name: str, replica: str) -> float | None:
     return None if found is None else float(found.group(1))
 
 
+def _jobs_gauge(metrics: str, status: str) -> float:
+    found = re.search(rf'^keeper_jobs{{contract="acp",status="{status}"}} (\S+)$', metrics, re.M)
+    assert found is not None, metrics[:2000]
+    return float(found.group(1))
+
+
 def test_writes_on_the_primary_reach_the_standby_which_refuses_writes(
     postgres_server: PostgresServer, standby: PostgresStandby
 ) -> None:
@@ -108,20 +114,26 @@ def test_an_api_only_daemon_serves_pages_from_the_standby_with_its_lag(
         jobs = _get(port, "/v1/jobs?limit=500")["items"]
         assert sorted(j["job_id"] for j in jobs) == sorted(replicated.jobs)
         before = _get(port, "/v1/jobs/acp/3")
+        expired = _jobs_gauge(_get(port, "/metrics"), "expired")
         with psycopg.connect(standby.url(), autocommit=True) as conn:
             conn.execute("SELECT pg_wal_replay_pause()")
         try:
             with psycopg.connect(primary, autocommit=True) as conn:
-                conn.execute("UPDATE jobs SET description = 'changed' WHERE job_id = '3'")
+                conn.execute(
+                    "UPDATE jobs SET description = 'changed', status = 'expired', "
+                    "status_code = 5 WHERE job_id = '3'"
+                )
             assert _get(port, "/v1/jobs/acp/3") == before  # the standby has not replayed it
             metrics = _get(port, "/metrics")
             assert (_sample(metrics, "keeper_database_replica_lag_bytes", "read0") or 0) > 0
+            assert _jobs_gauge(metrics, "expired") == expired  # the gauges read it too
         finally:
             with psycopg.connect(standby.url(), autocommit=True) as conn:
                 conn.execute("SELECT pg_wal_replay_resume()")
         standby.wait_replayed()
         assert _get(port, "/v1/jobs/acp/3")["description"] == "changed"
         metrics = _get(port, "/metrics")
+        assert _jobs_gauge(metrics, "expired") == expired + 1
         assert _sample(metrics, "keeper_database_replica_up", "read0") == 1.0
         assert _sample(metrics, "keeper_database_replica_lag_bytes", "read0") == 0.0
         assert _sample(metrics, "keeper_database_replica_lag_seconds", "read0") is not None
