@@ -54,7 +54,7 @@ contracts: deps
 # chain in reasonable time, see bench/README.md)
 BENCH_ARGS ?= --quick
 bench: deps
-	scripts/ensure-debian-packages wrk
+	scripts/ensure-debian-packages wrk postgresql
 	PYTHONPATH=. $(PY) -m bench $(BENCH_ARGS)
 
 # the long tortures, and every other test marked slow (which `make test` leaves out)

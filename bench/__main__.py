@@ -31,14 +31,16 @@ class Sizes:
     api_events: int
     api_seconds: float
     page_events: int
+    backend_events: int  # the same dense backfill into SQLite and PostgreSQL
 
 
-QUICK = Sizes(200_000, 20_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10, 200_000)
-FULL = Sizes(400_000, 40_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30, 1_000_000)
+QUICK = Sizes(200_000, 20_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10, 200_000, 50_000)
+FULL = Sizes(400_000, 40_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30, 1_000_000, 200_000)
 
 
 def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
     from bench.api import bench_api
+    from bench.backends import bench_backends
     from bench.backfill import bench_backfill
     from bench.keeper import bench_keeper
     from bench.realtime import bench_realtime
@@ -55,6 +57,7 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
                            bench_keeper(s.keeper_jobs, mode, kind="tasks")],
         "api": lambda: [bench_api(s.api_events, s.api_seconds, mode)],
         "page": lambda: [bench_status_page(s.page_events, mode)],
+        "backends": lambda: [bench_backends(s.backend_events, mode)],
     }  # fmt: skip
 
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (make bench)")
     parser.add_argument("--only", nargs="*",
-                        choices=["backfill", "realtime", "keeper", "api", "page"],
+                        choices=["backfill", "realtime", "keeper", "api", "page", "backends"],
                         help="run only these (memory comes with backfill)")  # fmt: skip
     args = parser.parse_args(argv)
     configure_logging("console", "warning", stream=sys.stderr)

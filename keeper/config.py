@@ -48,6 +48,7 @@ __all__ = [
     "DirectorySourceConfig",
     "GitHubConfig",
     "HttpSourceConfig",
+    "IndexerConfig",
     "KeeperConfig",
     "LogConfig",
     "SourceConfig",
@@ -91,10 +92,16 @@ DEFAULT_DATABASE_PATH = "data/keeper.db"
 
 @dataclass(frozen=True, slots=True)
 class DatabaseConfig:
-    """One of: ``path`` (a SQLite file, the default) or ``url`` (PostgreSQL, a secret)."""
+    """One of: ``path`` (a SQLite file, the default) or ``url`` (PostgreSQL, a secret).
+
+    ``read_urls`` (PostgreSQL standbys of ``url``, secrets too) serve the API's
+    pages on a daemon that does not index; the indexer, keeper and verifier
+    always work on ``url`` (docs/scaling.md, read replicas).
+    """
 
     path: v.NonEmptyStr = DEFAULT_DATABASE_PATH
     url: v.DatabaseUrl = ""
+    read_urls: v.DatabaseUrls = ()
 
     @property
     def target(self) -> str:
@@ -207,6 +214,14 @@ class ApiConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexerConfig:
+    """``enabled = false`` makes an API-only daemon: it serves (from ``read_urls`` if
+    given) while another daemon indexes the same PostgreSQL database."""
+
+    enabled: v.Bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     format: Literal["auto", "json", "console"] = "auto"
     level: Literal["debug", "info", "warning", "error", "critical"] = "info"
@@ -229,6 +244,7 @@ class Config:
     verdicts: VerdictsConfig = VerdictsConfig()
     keeper: KeeperConfig = KeeperConfig()
     api: ApiConfig = ApiConfig()
+    indexer: IndexerConfig = IndexerConfig()
     log: LogConfig = LogConfig()
     cluster: ClusterConfig = ClusterConfig()
 
@@ -299,9 +315,17 @@ def _cluster_rules(values: dict[str, Any], _: bool, __: _Siblings) -> Iterator[t
         yield "renew_seconds", f"{renew} must be at most half of cluster.lease_seconds ({lease})"
 
 
+def _database_rules(
+    values: dict[str, Any], complete: bool, _: _Siblings
+) -> Iterator[tuple[str, str]]:
+    if complete and values["read_urls"] and not values["url"]:
+        yield "read_urls", "standbys of a PostgreSQL database: set database.url too"
+
+
 _RULES: dict[type, Rule] = {
     ChainConfig: _chain_rules,
     ClusterConfig: _cluster_rules,
+    DatabaseConfig: _database_rules,
     ContractConfig: _contract_rules,
     GitHubConfig: _github_rules,
     KeeperConfig: _keeper_rules,
@@ -325,6 +349,12 @@ def parse_config(
             "give either database.path (SQLite) or database.url (PostgreSQL), not both",
         )
     config = Reader(_RULES, problems).table(Config, tree, "")
+    if isinstance(config, Config) and config.keeper.enabled and not config.indexer.enabled:
+        problems.add(
+            "indexer.enabled",
+            "the keeper acts on what this daemon indexes: an API-only daemon "
+            "(indexer.enabled = false) cannot have keeper.enabled = true",
+        )
     problems.raise_if_any(source)
     assert isinstance(config, Config)  # no problems means every key checked out
     return config
@@ -365,6 +395,7 @@ def redacted(config: Config) -> dict[str, Any]:
     out["chain"]["rpc_names"] = list(config.chain.rpc_names)
     if config.database.url:
         out["database"]["url"] = redact_url(config.database.url, marks=True)
+    out["database"]["read_urls"] = [redact_url(u, marks=True) for u in config.database.read_urls]
     for key in ("sources", "content_sources"):
         sources: tuple[SourceConfig, ...] = getattr(config.verdicts, key)
         out["verdicts"][key] = [

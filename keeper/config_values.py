@@ -312,5 +312,8 @@ Pointer = Annotated[str, Check(pointer, env_str)]
 ApiRoot = Annotated[str, Check(api_root, env_str)]
 SourceUrl = Annotated[str, Check(url(HTTP_SCHEMES, secret=True), env_str)]
 DatabaseUrl = Annotated[str, Check(database_url, env_str)]
+DatabaseUrls = Annotated[
+    tuple[str, ...], Check(str_list(url(POSTGRES_SCHEMES, secret=True)), env_list)
+]
 RpcUrls = Annotated[tuple[str, ...], Check(str_list(url(RPC_SCHEMES, secret=True)), env_list)]
 Names = Annotated[tuple[str, ...], Check(str_list(name), env_list)]

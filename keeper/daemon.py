@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from keeper.act.detect import DialectBook, detect_all, publish_dialects
+from keeper.api.replicas import ReadTargets
 from keeper.api.serve import ApiThread
 from keeper.compose import build, check_chain_id, load, tune_gc
 from keeper.config import Config
@@ -75,6 +76,11 @@ class Daemon:
         self.api: ApiThread | None = None
         self.rpc_ok = False
         self.dialects: DialectBook | None = None
+        # the API's read replicas (an API-only daemon's pages); never handed to the
+        # keeper or the verifier, which read and write the primary only (self.c.conn)
+        self.read_targets: ReadTargets | None = None
+        if cfg.database.read_urls:
+            self.read_targets = ReadTargets(cfg.database.url, cfg.database.read_urls)
 
     # status for the API
     def status(self) -> Mapping[str, Any]:
@@ -88,7 +94,10 @@ class Daemon:
             "lag_seconds": max(0, int(time.time()) - head.timestamp) if head else None,
             "halt_reason": st.halted,
             "reorgs": st.reorgs,
+            "indexer": {"enabled": self.cfg.indexer.enabled},
         }
+        if self.read_targets is not None:
+            out["database"] = self.read_targets.status()
         if self.keeper is not None:
             last = self.keeper.last
             out["keeper"] = {
@@ -122,6 +131,7 @@ class Daemon:
             keeper_enabled=self.keeper is not None and not self.cfg.keeper.dry_run,
             signer_balance_wei=balance,
             min_balance_wei=self.cfg.keeper.min_balance_wei,
+            indexing_here=self.cfg.indexer.enabled,
         )
         return readiness_checks(inputs)
 
@@ -145,6 +155,7 @@ class Daemon:
                     self.cfg.database.target, self.cfg.chain.chain_id
                 ),
                 inline_lookups=True,  # ApiThread: the app's loop is its own
+                read_targets=self.read_targets,
             )
 
         host, _, port = self.cfg.api.listen.rpartition(":")
@@ -362,20 +373,24 @@ class Daemon:
                 "keeper_recover", self.keeper.recover
             ):
                 return 0
-            self.lead.attempt()  # alone on the database, this daemon leads from here on
+            if self.cfg.indexer.enabled:  # alone on the database, this daemon leads from here on
+                self.lead.attempt()
             log.info(
                 "daemon_started",
                 chain_id=self.cfg.chain.chain_id,
                 contracts=len(self.cfg.contracts),
                 keeper=self.keeper is not None,
+                indexing_enabled=self.cfg.indexer.enabled,
+                read_replicas=len(self.cfg.database.read_urls),
                 verifier=self.verifier is not None,
                 indexer=self.lead.leading(),
                 node=self.lead.node,
             )
-            tasks.append(asyncio.create_task(self.lead.run(self.stop), name="lease"))
-            tasks.append(asyncio.create_task(self.index_loop(), name="index"))
-            tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
-            tasks.append(asyncio.create_task(self.token_loop(), name="tokens"))
+            if self.cfg.indexer.enabled:
+                tasks.append(asyncio.create_task(self.lead.run(self.stop), name="lease"))
+                tasks.append(asyncio.create_task(self.index_loop(), name="index"))
+                tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
+                tasks.append(asyncio.create_task(self.token_loop(), name="tokens"))
             if self.verifier is not None:
                 tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
             if self.keeper is not None:

@@ -471,3 +471,24 @@ class TestRedaction:
         assert out["verdicts"]["sources"][0]["url"] == "https://***@ev.example/j/{jobId}?***"
         assert out["keeper"]["private_key_env"] == "KEEPER_KEY"
         assert out["keeper"]["max_fee_gwei"] == "1.5"
+
+    def test_read_urls_are_secrets_shown_redacted(self) -> None:
+        """``[database] read_urls``: validated like ``url``, redacted each, from env too."""
+        raw = minimal(database={"url": "postgresql://k:pw1@db:5432/keeper"})
+        env = {
+            "KEEPER_DATABASE__READ_URLS": "postgresql://k:pw2@r0:5432/keeper,"
+            "postgres://k:pw3@r1/keeper?sslmode=require"
+        }
+        cfg = parse_config(raw, env)
+        assert cfg.database.read_urls == (
+            "postgresql://k:pw2@r0:5432/keeper",
+            "postgres://k:pw3@r1/keeper?sslmode=require",
+        )
+        text = json.dumps(redacted(cfg))
+        for secret in ("pw1", "pw2", "pw3"):
+            assert secret not in text
+        assert redacted(cfg)["database"]["read_urls"][0].startswith("postgresql://***@r0")
+        wrong = r"database\.read_urls: \[0\]: not a valid postgresql"
+        with pytest.raises(ConfigError, match=wrong) as bad:
+            parse_config(raw, {"KEEPER_DATABASE__READ_URLS": "https://k:pw4@r0/keeper"})
+        assert "pw4" not in str(bad.value)

@@ -39,6 +39,7 @@ from keeper.api.params import (
 )
 from keeper.api.pictures import render_pictures
 from keeper.api.reads import ApiReads
+from keeper.api.replicas import ReadConnection, ReadTargets, ReplicaCollector
 from keeper.api.responses import (
     MAX_SUBMISSION_BYTES,
     errors,
@@ -206,6 +207,9 @@ class _Handlers:
                 "outcomes": db["keeper_outcomes"],
             },
         }
+        for key in ("indexer", "database"):  # a daemon's roles and read replicas
+            if key in live:
+                body[key] = live[key]
         return json_response(body)
 
     async def list_jobs(self, request: web.Request) -> web.Response:
@@ -374,6 +378,7 @@ def make_app(
     db_gauges: bool = True,
     read_threads: int = 2,
     inline_lookups: bool = False,
+    read_targets: ReadTargets | None = None,
 ) -> web.Application:
     """Build the HTTP application.
 
@@ -390,16 +395,26 @@ def make_app(
     else (:class:`keeper.api.serve.ApiThread`), never on the daemon's loop.
     ``status_provider`` returns the daemon's live view (chain_id, head_block,
     finalized_block, lag_seconds, halt_reason, keeper: {...}); ``readiness``
-    returns named :class:`Check` results, sync or async.
+    returns named :class:`Check` results, sync or async. With ``read_targets``
+    the pages are read from its standbys (:mod:`keeper.api.replicas`), whose
+    lag is exported on ``registry``.
     """
     names = dict(contracts or {})
-    reads = ApiReads(db_path, chain_id, {address: name for name, address in names.items()})
+    open_read = None
+    if read_targets is not None:
+        targets = read_targets
+        registry.register(ReplicaCollector(targets))
+        open_read = lambda: ReadConnection(targets)  # noqa: E731
+    reads = ApiReads(
+        db_path, chain_id, {address: name for name, address in names.items()}, open_read=open_read
+    )
     pool = ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="keeper-api")
     if db_gauges:
         by_address = {
             address: (name, (protocols or {}).get(address)) for name, address in names.items()
         }
-        registry.register(DatabaseCollector(sqlite_sources(db_path, chain_id), by_address))
+        sources = sqlite_sources(db_path, chain_id, open_read)
+        registry.register(DatabaseCollector(sources, by_address))
     if verification is None and chain_id is not None:
         verification = reads.verification
     if verdicts is None and chain_id is not None:

@@ -33,15 +33,15 @@ UNKNOWN_TOKEN = "unknown"
 class _ReadOnly:
     """One lazily opened read-only connection, shared by scrapes under a lock."""
 
-    def __init__(self, path: str | Path) -> None:
-        self._path = path
+    def __init__(self, path: str | Path, open_read: Callable[[], Db] | None = None) -> None:
+        self._open = open_read or (lambda: connect(path, readonly=True))
         self._conn: Db | None = None
         self._lock = threading.Lock()
 
     def run(self, read: Callable[[Db], T], empty: T) -> T:
         with self._lock:
             if self._conn is None:
-                self._conn = connect(self._path, readonly=True)
+                self._conn = self._open()
             try:
                 return read(self._conn)
             except Exception as exc:
@@ -56,9 +56,12 @@ class _ReadOnly:
                 self._conn = None
 
 
-def sqlite_sources(path: str | Path, chain_id: int | None = None) -> DbGaugeSources:
-    """Row providers reading ``path`` through their own read-only connection."""
-    db = _ReadOnly(path)
+def sqlite_sources(
+    path: str | Path, chain_id: int | None = None, open_read: Callable[[], Db] | None = None
+) -> DbGaugeSources:
+    """Row providers reading ``path`` through their own read-only connection
+    (``open_read``'s, e.g. a read replica's, when given)."""
+    db = _ReadOnly(path, open_read)
 
     def counts(table: str) -> CountRows:
         by_table: dict[str, Any] = db.run(

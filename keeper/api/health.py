@@ -36,6 +36,8 @@ class ReadinessInputs:
     keeper_enabled: bool
     signer_balance_wei: int | None
     min_balance_wei: int
+    # False on an API-only daemon: another daemon indexes, this one's cursor never moves
+    indexing_here: bool = True
 
 
 def readiness_checks(inputs: ReadinessInputs) -> dict[str, Check]:
@@ -47,7 +49,9 @@ def readiness_checks(inputs: ReadinessInputs) -> dict[str, Check]:
         "indexing": Check(True, "not halted")
         if inputs.halted_reason is None
         else Check(False, f"halted: {inputs.halted_reason}"),
-        "cursor": _cursor(inputs),
+        "cursor": _cursor(inputs)
+        if inputs.indexing_here
+        else Check(True, "not indexed here (API-only daemon)"),
     }
     if inputs.keeper_enabled:
         balance = inputs.signer_balance_wei

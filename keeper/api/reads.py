@@ -42,9 +42,16 @@ class ApiReads:
     """
 
     def __init__(
-        self, path: str | Path, chain_id: int | None = None, names: Mapping[str, str] | None = None
+        self,
+        path: str | Path,
+        chain_id: int | None = None,
+        names: Mapping[str, str] | None = None,
+        *,
+        open_read: Callable[[], Db] | None = None,
     ) -> None:
         self.path = path
+        # each thread's read connection: read-only on ``path``, or a read replica's
+        self._open_read = open_read or (lambda: connect(self.path, readonly=True))
         self.chain_id = chain_id
         self._list_wire: dict[Kind, tuple[str, list[str]]] = {
             kind: subjects.wire_object(
@@ -61,7 +68,7 @@ class ApiReads:
     def _conn(self) -> Db:
         conn: Db | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.path, readonly=True)
+            conn = self._open_read()
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

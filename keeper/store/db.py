@@ -80,7 +80,8 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 
 
 def dialect(conn: Db) -> Dialect:
-    return "postgresql" if isinstance(conn, PgConnection) else "sqlite"
+    """Which SQL the connection takes: a PostgreSQL one says so (``dialect``), SQLite's do not."""
+    return "postgresql" if getattr(conn, "dialect", None) == "postgresql" else "sqlite"
 
 
 @contextmanager
@@ -129,7 +130,7 @@ def session(conn: Db, sql: str) -> None:
 
 def table_columns(conn: Db, table: str) -> list[str]:
     """A table's column names in declaration order."""
-    if isinstance(conn, PgConnection):
+    if dialect(conn) == "postgresql":
         rows = conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = "
             "current_schema() AND table_name = ? ORDER BY ordinal_position",
@@ -141,7 +142,7 @@ def table_columns(conn: Db, table: str) -> list[str]:
 
 def table_names(conn: Db) -> set[str]:
     """The tables this database has (of the schema the connection uses)."""
-    if isinstance(conn, PgConnection):
+    if dialect(conn) == "postgresql":
         sql = (
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
@@ -180,12 +181,19 @@ def data_version(conn: Db) -> int:
 
     PostgreSQL has no such counter: the current WAL position stands in (it
     moves on every commit anywhere in the cluster, so a reader may refresh
-    more often than needed, never less).
+    more often than needed, never less); on a standby, the position replayed.
     """
-    if isinstance(conn, PgConnection):
-        row: Any = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    if not isinstance(conn, sqlite3.Connection):
+        row: Any = conn.execute(_WAL_POSITION).fetchone()
         return int(row[0])
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+# pg_current_wal_lsn() refuses to run during recovery (a read replica)
+_WAL_POSITION = (
+    "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+    "ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn"
+)
 
 
 def _refundable_text(status: str, budget: str, settled: str) -> str:

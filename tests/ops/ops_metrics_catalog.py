@@ -14,6 +14,7 @@ from ops_assets import VARIABLE_VALUES, load_dashboards, load_rules, variable_qu
 from ops_promql import grafana_expand, metric_names
 from prometheus_client.metrics import MetricWrapperBase
 
+from keeper.api.replicas import ReadTargets, ReplicaCollector
 from keeper.obs.dbgauges import DatabaseCollector, DbGaugeSources
 from keeper.obs.metrics import Metrics
 
@@ -43,11 +44,12 @@ def families() -> dict[str, Family]:
         for family in attr.describe():
             name = family.name + "_total" if family.type == "counter" else family.name
             out[name] = Family(name, family.type, labels, family.documentation)
-    collector = DatabaseCollector(DbGaugeSources())
-    for family in collector.describe():
-        name = family.name + "_total" if family.type == "counter" else family.name
-        labels = frozenset(family._labelnames)  # type: ignore[attr-defined]
-        out[name] = Family(name, family.type, labels, family.documentation)
+    replicas = ReplicaCollector(ReadTargets("postgresql://doc@127.0.0.1/doc", []))
+    for collector in (DatabaseCollector(DbGaugeSources()), replicas):
+        for family in collector.describe():
+            name = family.name + "_total" if family.type == "counter" else family.name
+            labels = frozenset(family._labelnames)  # type: ignore[attr-defined]
+            out[name] = Family(name, family.type, labels, family.documentation)
     return out
 
 

@@ -18,11 +18,12 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from keeper.cli import build_parser
+from keeper.config import load_config
 from keeper.daemon import SHUTDOWN_GRACE_SECONDS
 from keeper.devnet.anvil import DEV_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILES = ("live", "devnet")
+PROFILES = ("live", "devnet", "postgres")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ class TestCompose:
         self, compose: dict[str, Any]
     ) -> None:
         """The daemon services build from ./Dockerfile and allow the daemon's shutdown time."""
-        for name in ("keeper", "devnet"):
+        for name in ("keeper", "devnet", "keeper-pg"):
             svc = compose["services"][name]
             assert svc["build"]["context"] == "."
             assert (ROOT / svc["build"]["dockerfile"]).exists()
@@ -181,3 +182,57 @@ class TestCompose:
             for key, value in items:
                 if any(s in key.upper() for s in ("KEY", "PASS", "SECRET", "RPC_URLS")):
                     assert value is None and "=" not in key, (name, key)
+
+
+def _interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's ``${VAR}`` / ``${VAR:?message}`` interpolation from ``env``."""
+    return re.sub(r"\$\{(\w+)(?::\?[^}]*)?\}", lambda m: env[m.group(1)], text)
+
+
+def _env(svc: dict[str, Any]) -> dict[str, str | None]:
+    env = svc.get("environment") or {}
+    if isinstance(env, dict):
+        return {k: None if v is None else str(v) for k, v in env.items()}
+    return {e.split("=", 1)[0]: (e.split("=", 1)[1] if "=" in e else None) for e in env}
+
+
+class TestPostgresProfile:
+    def test_a_postgres_15_server_with_a_volume_and_a_healthcheck(
+        self, compose: dict[str, Any]
+    ) -> None:
+        pg = compose["services"]["postgres"]
+        assert pg["profiles"] == ["postgres"]
+        assert pg["image"] == "postgres:15"
+        volume, _, mount = pg["volumes"][0].partition(":")
+        assert mount == "/var/lib/postgresql/data" and volume in compose["volumes"]
+        test = pg["healthcheck"]["test"]
+        env = _env(pg)
+        assert test[:2] == ["CMD", "pg_isready"]
+        assert test[test.index("-U") + 1] == env["POSTGRES_USER"]
+        assert test[test.index("-d") + 1] == env["POSTGRES_DB"]
+        assert env["POSTGRES_PASSWORD"] is None  # passed through from the shell by name
+
+    def test_the_daemon_reaches_that_server_with_the_example_config(
+        self, compose: dict[str, Any], tmp_path: Path
+    ) -> None:
+        """keeper-pg waits for the healthy server, and the example config (what
+        config/keeper.toml starts as) with the service's environment selects PostgreSQL
+        at the server's host, user, database and password, shown without the password."""
+        svc, pg = compose["services"]["keeper-pg"], compose["services"]["postgres"]
+        assert svc["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert "postgres" in svc["profiles"] and "keeper" in names_on_network("keeper-pg", svc)
+        assert ("./config/keeper.toml", "/etc/keeper/keeper.toml") in binds(svc)
+        pg_env = _env(pg)
+        url = svc["environment"]["KEEPER_DATABASE__URL"]
+        assert "s3cr3t" not in url
+        shell = {"POSTGRES_PASSWORD": "s3cr3t"}
+        config = tmp_path / "keeper.toml"
+        config.write_text((ROOT / "config" / "keeper.example.toml").read_text())
+        cfg = load_config(config, {"KEEPER_DATABASE__URL": _interpolate(url, shell)})
+        expected = (
+            f"postgresql://{pg_env['POSTGRES_USER']}:s3cr3t@postgres:5432/{pg_env['POSTGRES_DB']}"
+        )
+        assert cfg.database.url == expected
+        assert "s3cr3t" not in cfg.database.shown and "postgres:5432" in cfg.database.shown
+        with pytest.raises(KeyError):  # unset in the shell: compose refuses to start
+            _interpolate(url, {})

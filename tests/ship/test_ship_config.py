@@ -21,6 +21,7 @@ from keeper.config import (
     Config,
     ContractConfig,
     DatabaseConfig,
+    IndexerConfig,
     KeeperConfig,
     LogConfig,
     VerdictsConfig,
@@ -35,6 +36,7 @@ SECTIONS: dict[str, type[Any]] = {
     "verdicts": VerdictsConfig,
     "keeper": KeeperConfig,
     "api": ApiConfig,
+    "indexer": IndexerConfig,
     "log": LogConfig,
     "cluster": ClusterConfig,
 }

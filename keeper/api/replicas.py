@@ -1,0 +1,333 @@
+"""The API's read side on PostgreSQL standbys (``[database] read_urls``).
+
+An API-only daemon (``[indexer] enabled = false``) serves its pages from a
+streaming standby so the primary keeps its capacity for the writers. Each
+page is consistent within itself because it is one statement or one
+REPEATABLE READ transaction (:mod:`keeper.store.pg`), which a hot standby
+serves from one snapshot of what it has replayed. Between pages the reader
+may move to another standby (or the primary) and so see a different point in
+time: consistency across pages is bounded by the replica lag, which is
+measured and exported.
+
+Only the API's read connections come from here. The indexer, keeper and
+verifier are handed the primary's connection by :func:`keeper.compose.build`
+and never see a :class:`ReadTargets`: a keeper acting on a stale replica
+could act twice (OpenZeppelin Relayer's stale-read double sends).
+
+A standby that does not answer is skipped (a log line and
+``keeper_database_read_fallbacks_total``), the next one or the primary is
+used, and the choice is made again on the next page; nothing here raises past
+the page that met the failure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from keeper.obs.logging import get_logger
+from keeper.store.db import Db, DbCursor, connect
+from keeper.store.pg import DatabaseUnavailableError, PgConnection
+
+__all__ = ["PRIMARY", "Lag", "ReadConnection", "ReadTargets", "ReplicaCollector"]
+
+PRIMARY: Final = "primary"
+# a standby that takes longer than this to accept a connection is skipped for this page
+PROBE_TIMEOUT_SECONDS: Final = 2
+# a reader that fell back (to a later standby or the primary) tries the first choice
+# again after this long, between pages: a standby back from a restart is used again
+RETRY_PREFERRED_SECONDS: Final = 10.0
+
+_log = get_logger(__name__)
+
+# seconds since the last replayed commit (NULL on a primary or before any replay),
+# and the replayed WAL position in bytes; one statement, one round trip
+_LAG_SQL: Final = (
+    "SELECT pg_is_in_recovery(), "
+    "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8, "
+    "pg_last_wal_replay_lsn() - '0/0'::pg_lsn"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """One standby's replication state as seen now; ``up`` False: it did not answer.
+
+    ``seconds`` is the time since the last transaction it replayed: on an idle
+    primary it grows although nothing is missing, so it is read beside
+    ``bytes`` (the primary's WAL position minus the standby's replayed one),
+    which stays 0 when the standby has everything.
+    """
+
+    name: str
+    up: bool
+    standby: bool = False
+    seconds: float | None = None
+    bytes: int | None = None
+
+
+class ReadTargets:
+    """The standbys in configured order (named read0, read1, ...), then the primary.
+
+    Names, never URLs, reach logs, metrics and status (the URLs carry passwords).
+    """
+
+    def __init__(
+        self,
+        primary: str,
+        read_urls: Sequence[str],
+        *,
+        retry_preferred_seconds: float = RETRY_PREFERRED_SECONDS,
+    ) -> None:
+        self.primary = primary
+        self.retry_preferred_seconds = retry_preferred_seconds
+        self.replicas = tuple((f"read{i}", url) for i, url in enumerate(read_urls))
+        self._lock = threading.Lock()
+        self._fallbacks: dict[str, int] = {name: 0 for name, _ in self.replicas}
+        # the target each reading thread last chose, for status
+        self.current: dict[str, str] = {}
+
+    @property
+    def preferred(self) -> str:
+        """The target a reader should be on when everything answers."""
+        return self.replicas[0][0] if self.replicas else PRIMARY
+
+    def open(self) -> tuple[str, Db]:
+        """A read-only connection to the first standby that answers, else the primary."""
+        for name, url in self.replicas:
+            try:
+                _probe(url)
+                conn = PgConnection(url, readonly=True)
+            except (psycopg.Error, DatabaseUnavailableError) as exc:
+                self.fell_back(name, exc)
+                continue
+            self._chosen(name)
+            return name, conn
+        self._chosen(PRIMARY)
+        return PRIMARY, connect(self.primary, readonly=True)
+
+    def fell_back(self, name: str, exc: BaseException) -> None:
+        with self._lock:
+            self._fallbacks[name] += 1
+        _log.warning("database_replica_unavailable", replica=name, error=_kind(exc))
+
+    def fallbacks(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._fallbacks)
+
+    def _chosen(self, name: str) -> None:
+        with self._lock:
+            self.current[threading.current_thread().name] = name
+
+    def lags(self) -> list[Lag]:
+        """Each standby's lag now (a connection each: for scrapes and status, not pages)."""
+        primary_lsn = _primary_lsn(self.primary)
+        out = []
+        for name, url in self.replicas:
+            try:
+                with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
+                    row = conn.execute(_LAG_SQL).fetchone()
+            except psycopg.Error:
+                out.append(Lag(name, up=False))
+                continue
+            assert row is not None
+            standby, seconds, replayed = bool(row[0]), row[1], row[2]
+            behind = None
+            if standby and replayed is not None and primary_lsn is not None:
+                behind = max(0, primary_lsn - int(replayed))
+            lag = None if seconds is None else float(seconds)
+            out.append(Lag(name, True, standby, lag, behind))
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """What /v1/status shows under ``database``: where pages are read and each lag."""
+        return {
+            "reads_from": sorted(set(self.current.values())),
+            "replicas": [
+                {
+                    "name": lag.name,
+                    "up": lag.up,
+                    "standby": lag.standby,
+                    "lag_seconds": lag.seconds,
+                    "lag_bytes": lag.bytes,
+                }
+                for lag in self.lags()
+            ],
+            "fallbacks": self.fallbacks(),
+        }
+
+
+class _NoResult:
+    """The answer to a COMMIT/ROLLBACK of a transaction whose server already went away."""
+
+    rowcount = -1
+
+    def fetchone(self) -> Any:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+class ReadConnection:
+    """A read-only :class:`Db` on the target :class:`ReadTargets` chooses, re-chosen on loss.
+
+    A statement outside a transaction that finds its server gone is retried
+    once on the next target (a read repeats safely); inside a transaction the
+    error reaches the page (a 503), the transaction's COMMIT is a no-op, and
+    the next page opens a new target. A reader that fell back tries the
+    preferred target again between pages, every ``retry_preferred_seconds``.
+    Every target is PostgreSQL (``read_urls`` needs ``url``), so the store's
+    PostgreSQL statements are the ones it takes.
+    """
+
+    dialect: Final = "postgresql"
+
+    def __init__(self, targets: ReadTargets) -> None:
+        self._targets = targets
+        self._conn: Db | None = None
+        self._opened = 0.0
+        self._reopen()
+
+    def execute(self, sql: str, parameters: Any = (), /) -> DbCursor:
+        conn = self._conn
+        if conn is None:
+            if _is_end(sql):
+                return _NoResult()
+            conn = self._reopen()
+        elif not conn.in_transaction and self._retry_due():
+            conn.close()
+            conn = self._reopen()
+        began_outside = not conn.in_transaction
+        try:
+            return conn.execute(sql, parameters)
+        except DatabaseUnavailableError as exc:
+            self._lost(exc)
+            if not began_outside or _is_end(sql):
+                raise
+        return self._reopen().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> DbCursor:
+        raise TypeError("a read connection does not write")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn is not None and self._conn.in_transaction
+
+    @property
+    def target(self) -> Db | None:
+        """The connection underneath (a ``PgConnection``; None between a loss and a reopen)."""
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _lost(self, exc: BaseException) -> None:
+        if self.name != PRIMARY:
+            self._targets.fell_back(self.name, exc)
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    def _reopen(self) -> Db:
+        self.name, conn = self._targets.open()
+        self._conn = conn
+        self._opened = time.monotonic()
+        return conn
+
+    def _retry_due(self) -> bool:
+        if self.name == self._targets.preferred:
+            return False
+        return time.monotonic() - self._opened >= self._targets.retry_preferred_seconds
+
+
+class ReplicaCollector(Collector):
+    """Scrape-time replica gauges: up, lag in seconds and bytes, fallbacks."""
+
+    def __init__(self, targets: ReadTargets) -> None:
+        self._targets = targets
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        up, seconds, behind, fallbacks = self._families()
+        for lag in self._targets.lags():
+            up.add_metric([lag.name], 1.0 if lag.up and lag.standby else 0.0)
+            if lag.seconds is not None:
+                seconds.add_metric([lag.name], lag.seconds)
+            if lag.bytes is not None:
+                behind.add_metric([lag.name], float(lag.bytes))
+        for name, count in sorted(self._targets.fallbacks().items()):
+            fallbacks.add_metric([name], float(count))
+        return [up, seconds, behind, fallbacks]
+
+    @staticmethod
+    def _families() -> tuple[
+        GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily
+    ]:
+        labels = ["replica"]
+        return (
+            GaugeMetricFamily(
+                "keeper_database_replica_up",
+                "1 when the read replica answers and is a standby in recovery.",
+                labels=labels,
+            ),
+            GaugeMetricFamily(
+                "keeper_database_replica_lag_seconds",
+                "Seconds since the replica replayed its last transaction (grows on an idle "
+                "primary: read with keeper_database_replica_lag_bytes).",
+                labels=labels,
+            ),
+            GaugeMetricFamily(
+                "keeper_database_replica_lag_bytes",
+                "WAL bytes the replica has yet to replay (primary position minus replayed).",
+                labels=labels,
+            ),
+            CounterMetricFamily(
+                "keeper_database_read_fallbacks",
+                "Times an API read skipped this replica (it did not answer) for the next "
+                "one or the primary.",
+                labels=labels,
+            ),
+        )
+
+
+def _probe(url: str) -> None:
+    """Fail fast on a standby that is down (a ``PgConnection`` would retry for 30 s)."""
+    with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
+        conn.execute("SELECT 1")
+
+
+def _primary_lsn(url: str) -> int | None:
+    try:
+        with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
+            row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else int(row[0])
+
+
+def _is_end(sql: str) -> bool:
+    head = sql.lstrip()[:8].upper()
+    return head.startswith(("COMMIT", "ROLLBACK"))
+
+
+def _kind(exc: BaseException) -> str:
+    """What went wrong, without the driver's text (which may name the host and user)."""
+    if isinstance(exc, DatabaseUnavailableError):
+        return "unavailable"
+    sqlstate = getattr(exc, "sqlstate", None)
+    return f"{type(exc).__name__}{f' {sqlstate}' if sqlstate else ''}"
