@@ -21,7 +21,12 @@ from keeper.config import Config, load_config
 from keeper.domain.model import BlockHeader, Event
 from keeper.errors import ConfigError
 from keeper.indexing import IndexPipeline, build_indexing
-from keeper.obs.logging import configure_logging, get_logger, register_rpc_url
+from keeper.obs.logging import (
+    configure_logging,
+    get_logger,
+    register_database_url,
+    register_rpc_url,
+)
 from keeper.obs.metrics import Metrics, MetricsRpcObserver
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
@@ -58,6 +63,9 @@ def load(config_path: str) -> Config:
     cfg = load_config(config_path)
     for url in cfg.chain.rpc_urls:
         register_rpc_url(url)
+    for url in (cfg.database.url, *cfg.database.read_urls):
+        if url:
+            register_database_url(url)
     configure_logging(cfg.log.format, cfg.log.level, stream=sys.stderr)
     return cfg
 

@@ -32,6 +32,7 @@ __all__ = [
     "log_context",
     "redact",
     "redact_text",
+    "register_database_url",
     "register_rpc_url",
     "register_secret",
 ]
@@ -93,6 +94,18 @@ def register_rpc_url(url: str) -> None:
     for fragment in fragments:
         if len(fragment) >= _MIN_URL_FRAGMENT or (fragment and fragment == parts.password):
             register_secret(fragment)
+
+
+def register_database_url(url: str) -> None:
+    """Mask a database URL and its password (not its host or database name, which
+    name nothing secret and would mask ordinary words in every line)."""
+    register_secret(url)
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return
+    if password:
+        register_secret(unquote(password))
 
 
 def clear_secrets() -> None:

@@ -19,6 +19,7 @@ from keeper.obs.logging import (
     get_logger,
     log_context,
     redact_text,
+    register_database_url,
     register_rpc_url,
     register_secret,
 )
@@ -231,6 +232,18 @@ class TestRedaction:
         """Common short path pieces like 'v2' are not treated as secrets."""
         register_rpc_url(RPC_URL)
         assert redact_text("api v2 user") == "api v2 user"
+
+    def test_database_url_and_password_masked_but_not_its_names(self) -> None:
+        """A driver's message with the password alone is masked; the database name stays."""
+        url = "postgresql://keeper:s%40cret-pw@db.internal:5432/keeper"
+        register_database_url(url)
+        out = io.StringIO()
+        configure_logging("json", "info", out)
+        logging.getLogger("psycopg").warning("connect to %s failed", url)
+        get_logger().info("auth", detail='password "s@cret-pw" rejected for user keeper')
+        text = out.getvalue()
+        assert "s@cret-pw" not in text and "s%40cret-pw" not in text
+        assert "user keeper" in text  # the user and database names are not secrets
 
 
 class TestLoggerNames:
