@@ -25,6 +25,7 @@ from typing import Literal
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
+from keeper.domain.multicall import MULTICALL3_ADDRESS
 from keeper.domain.ranges import RangePolicy, split_by_block
 from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
@@ -74,6 +75,8 @@ class SyncSettings:
     # a historical batch stays under these (a single larger block is one batch)
     batch_events: int = 5_000
     batch_bytes: int = 4 * 1024 * 1024
+    # the Multicall3 the view reads are grouped through (None: each read alone)
+    multicall: str | None = MULTICALL3_ADDRESS
 
 
 @dataclass(slots=True)
@@ -115,7 +118,7 @@ class Indexer:
             max_bytes=settings.batch_bytes,
         )
         self.state = SyncState()
-        self.views = ViewReader(rpc)
+        self.views = ViewReader(rpc, settings.multicall)
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)

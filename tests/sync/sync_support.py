@@ -31,9 +31,16 @@ def write_config(
     name: str,
     rpc_urls: Sequence[str],
     deployment: Deployment,
+    multicall: str | None = None,
     **chain: Any,
 ) -> Config:
-    """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source)."""
+    """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source).
+
+    Its reads go through the devnet's Multicall3, as the devnet's own config has them,
+    unless ``multicall`` names another (``""``: none configured, so the canonical
+    address, which has no code on a devnet).
+    """
+    multicall = deployment.multicall if multicall is None else multicall
     chain_lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in chain.items())
     contracts = [
         *((n, p.value, a) for n, p, a in deployment.escrows()),
@@ -47,7 +54,7 @@ def write_config(
     text = (
         f"[chain]\nchain_id = {deployment.chain_id}\nrpc_urls = {json.dumps(list(rpc_urls))}\n"
         f"{chain_lines}\n\n[database]\npath = {json.dumps(str(tmp / (name + '.db')))}\n\n"
-        f"[api]\nenabled = false\n\n{blocks}"
+        f"[api]\nenabled = false\n\n[keeper]\nmulticall = {json.dumps(multicall)}\n\n{blocks}"
     )
     path = tmp / f"{name}.toml"
     path.write_text(text)
