@@ -89,3 +89,32 @@ async def test_grouped_reads_index_what_lone_reads_index(
     assert len(escrow_lone) + len(aggregates) < len(escrow_reads), (
         len(escrow_lone), len(aggregates), len(escrow_reads),
     )  # fmt: skip
+
+
+async def test_an_aggregate_the_node_reverts_has_its_reads_made_alone(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """An aggregate that reverts as a whole (a node's gas cap, say) says nothing about its
+    reads: each is made alone, and the index is the clean one."""
+    await run_traffic(traffic(anvil.url, deployed), 4)
+    clean, _ = await index(tmp_path, "clean", anvil.url, deployed, deployed.multicall)
+    with RpcProxy(anvil.url) as faulty:
+        faulty.rules.on("eth_call", error=1, error_code=3, error_message="execution reverted")
+        dump, calls = await index(tmp_path, "reverted", faulty.url, deployed, deployed.multicall)
+        assert faulty.count("error", "eth_call") == 1
+    assert calls[0][0]["to"] == deployed.multicall.lower()  # the one that reverted
+    assert table_diff(clean, dump) == ""
+
+
+async def test_transient_failures_of_an_aggregate_are_retried(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """An aggregate the node fails transiently is sent again; the index is the clean one."""
+    await run_traffic(traffic(anvil.url, deployed), 4)
+    clean, _ = await index(tmp_path, "clean", anvil.url, deployed, deployed.multicall)
+    with RpcProxy(anvil.url) as faulty:
+        faulty.rules.on("eth_call", error=3, error_message="header not found")
+        dump, calls = await index(tmp_path, "faulty", faulty.url, deployed, deployed.multicall)
+        assert faulty.count("error", "eth_call") == 3
+    assert calls[0][0]["to"] == deployed.multicall.lower()  # the first to fail
+    assert table_diff(clean, dump) == ""
