@@ -25,17 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ARCHIVE_ANVIL
-from bench.escrow_workload import ANVIL_ARGS, DENSE, deploy_driver, job_flows
+from bench.escrow_workload import ANVIL_ARGS, DENSE, canonical_multicall, deploy_driver, job_flows
 from keeper.compose import tune_gc
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, Event, Protocol
+from keeper.domain.multicall import MULTICALL3_ADDRESS, decode_aggregate3, encode_aggregate3
 from keeper.domain.views import decode_view, encode_view
-from keeper.rpc.validate import validate_logs
+from keeper.rpc.validate import data, validate_logs
 from keeper.store.db import connect
 from keeper.store.index_store import Batch, IndexStore
 from keeper.store.migrations import migrate
+from keeper.sync.view_calls import AGGREGATE_SIZE
 
 ROUNDS = 3
 MAX_RANGE = DENSE.max_range
@@ -93,6 +95,33 @@ def _get_jobs(url: str, escrow: str, events: list[Event]) -> list[bytes]:
     return out
 
 
+def _aggregates(url: str, escrow: str, events: list[Event]) -> list[str]:
+    """The raw hex answers of every JobCreated's getJob grouped as the indexer sends them:
+    aggregate3 calls of AGGREGATE_SIZE at one block (the head here)."""
+    jobs = [e for e in events if e.name == "JobCreated"]
+    payloads = [
+        encode_aggregate3([(escrow, encode_view("getJob", e.subject or ""))
+                           for e in jobs[i : i + AGGREGATE_SIZE]])
+        for i in range(0, len(jobs), AGGREGATE_SIZE)
+    ]  # fmt: skip
+    calls = [
+        {"jsonrpc": "2.0", "id": i, "method": "eth_call",
+         "params": [{"to": MULTICALL3_ADDRESS, "data": "0x" + p.hex()}, "latest"]}
+        for i, p in enumerate(payloads)
+    ]  # fmt: skip
+    replies = [json.loads(_post(url, [call]))[0] for call in calls]
+    if any("result" not in r for r in replies):
+        raise RuntimeError(f"an aggregate3 read failed: {replies[0]}")
+    return [str(r["result"]) for r in replies]
+
+
+def _read_grouped(answers: list[str]) -> None:
+    """What the indexer does with grouped answers: check the hex, split, decode each."""
+    for raw in answers:
+        for result in decode_aggregate3(data(raw, "aggregate3 call")):
+            decode_view("getJob", result.return_data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
@@ -100,6 +129,7 @@ def main() -> None:
     tune_gc()  # as the daemon and `keeper backfill` run
     with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node:
         d = deploy_all(node.url)
+        canonical_multicall(node.url, d)
         job_flows(node.url, d, deploy_driver(node.url, d), args.events, DENSE)
         query = {"address": [d.erc8183], "fromBlock": "0x0", "toBlock": "latest"}
         raw = _post(node.url, [{"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs",
@@ -111,12 +141,15 @@ def main() -> None:
         times = {lg.block_number: 1 for lg in logs}
         events = decode_logs(logs, protocols, times)
         answers = _get_jobs(node.url, d.erc8183, events)
+        grouped = _aggregates(node.url, d.erc8183, events)
     rows: list[tuple[str, float]] = [
         ("json.loads of the getLogs body", _per_event(lambda: json.loads(raw), n)),
         ("validate_logs", _per_event(lambda: validate_logs(result, addresses=[d.erc8183]), n)),
         ("decode_logs", _per_event(lambda: decode_logs(logs, protocols, times), n)),
-        (f"decode_view of {len(answers):,} getJob answers",
+        (f"... decode_view of {len(answers):,} getJob answers alone",
          _per_event(lambda: [decode_view("getJob", a) for a in answers], n)),
+        (f"the same from {len(grouped)} aggregate3 answers",
+         _per_event(lambda: _read_grouped(grouped), n)),
         ("apply_batch (SQLite, projections)", _per_event(lambda: _apply_all(events), n)),
     ]  # fmt: skip
     pickled_logs, pickled_events = pickle.dumps(logs, 5), pickle.dumps(events, 5)
@@ -124,7 +157,7 @@ def main() -> None:
         ("pickle.loads of parsed logs", _per_event(lambda: pickle.loads(pickled_logs), n)),
         ("pickle.loads of decoded events", _per_event(lambda: pickle.loads(pickled_events), n)),
     ]
-    total = sum(cost for _, cost in rows)
+    total = sum(cost for name, cost in rows if not name.startswith("..."))
     print(f"{n:,} events, {len(raw) / n:.0f} bytes of JSON each; CPU us per event:")
     for name, cost in rows:
         print(f"  {name:<40} {cost:6.2f}")

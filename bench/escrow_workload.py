@@ -32,6 +32,7 @@ from web3 import Web3
 from bench.common import Sender, calldata
 from keeper.devnet.anvil import DEV_KEYS, rpc_call
 from keeper.devnet.deploy import Deployment, connect, deploy_contract
+from keeper.domain.multicall import MULTICALL3_ADDRESS
 
 EVENTS_PER_JOB = 8
 STAGES = 5  # create, setBudget, fund, submit, complete: one wave per transaction each
@@ -142,6 +143,14 @@ class Workload:
     @property
     def blocks(self) -> int:
         return self.last_block - self.first_block + 1
+
+
+def canonical_multicall(url: str, d: Deployment) -> None:
+    """The devnet's Multicall3 code at the canonical address, where a real chain has it:
+    the daemon's reads find it there with no configuration, as on mainnet."""
+    code = rpc_call(url, "eth_getCode", [d.multicall, "latest"])
+    rpc_call(url, "anvil_setCode", [MULTICALL3_ADDRESS, code])
+    rpc_call(url, "evm_mine", [])
 
 
 def deploy_driver(url: str, d: Deployment) -> str:

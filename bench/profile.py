@@ -23,7 +23,13 @@ from typing import Any
 
 from bench.backfill import CONTRACT_NAME
 from bench.common import ARCHIVE_ANVIL, RESULTS, write_config
-from bench.escrow_workload import ANVIL_ARGS, deploy_driver, job_flows, pick_density
+from bench.escrow_workload import (
+    ANVIL_ARGS,
+    canonical_multicall,
+    deploy_driver,
+    job_flows,
+    pick_density,
+)
 from keeper import app
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
@@ -80,6 +86,7 @@ def main() -> None:
     with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node, \
             tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp:  # fmt: skip
         d = deploy_all(node.url)
+        canonical_multicall(node.url, d)
         wl = job_flows(node.url, d, deploy_driver(node.url, d), args.events, density)
         print(f"{wl.events:,} events in {wl.blocks:,} blocks, generated in {wl.seconds:.0f} s")
         cfg = write_config(Path(tmp), "prof", node.url, d,

@@ -19,6 +19,7 @@ from typing import Protocol
 from keeper.config import Config
 from keeper.domain.model import BlockHeader, Event
 from keeper.domain.model import Protocol as EscrowProtocol
+from keeper.domain.multicall import MULTICALL3_ADDRESS
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.store.db import Db
@@ -172,6 +173,8 @@ def sync_settings(cfg: Config) -> SyncSettings:
         max_range=cfg.chain.max_range,
         batch_events=cfg.chain.batch_events,
         batch_bytes=cfg.chain.batch_bytes,
+        # the keeper's Multicall3 when configured (a devnet's), else the canonical address
+        multicall=cfg.keeper.multicall or MULTICALL3_ADDRESS,
     )
 
 

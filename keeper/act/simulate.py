@@ -12,13 +12,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from keeper.act.calls import (
-    SimVerdict,
-    classify_revert,
-    decode_aggregate3,
-    encode_aggregate3,
-)
+from keeper.act.calls import SimVerdict, classify_revert
 from keeper.act.chain import ChainRpc, revert_data
+from keeper.domain.multicall import decode_aggregate3, encode_aggregate3
 from keeper.domain.planner import Action, ActionKind
 from keeper.errors import FatalError
 from keeper.rpc.errors import ExecutionRevertedError

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from keeper.act.calls import SimVerdict, classify_revert, encode_aggregate3
+from keeper.act.calls import SimVerdict, classify_revert
 from keeper.act.chain import ChainRpc, failure_kind, revert_data
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import (
@@ -34,6 +34,7 @@ from keeper.act.simulate import (
 )
 from keeper.domain.fees import CapHit, FeeDecision, above_signed
 from keeper.domain.model import BlockHeader, Protocol
+from keeper.domain.multicall import encode_aggregate3
 from keeper.domain.nonces import NonceBook, find_gaps
 from keeper.domain.planner import Action, ActionKind
 from keeper.obs.logging import get_logger

@@ -259,6 +259,13 @@ class RpcClient(JsonRpcTransport):
         )
         return result
 
+    async def get_code(self, address: str, block: BlockRef = "latest") -> bytes:
+        """``eth_getCode``: the contract's runtime code, empty where none is deployed."""
+        result: bytes = await self.request(
+            "eth_getCode", [address.lower(), block_param(block)], parse=lambda r: data(r, "code")
+        )
+        return result
+
     async def estimate_gas(self, tx: Mapping[str, Any], block: BlockRef | None = None) -> int:
         params: list[Any] = [dict(tx)]
         if block is not None:

@@ -19,7 +19,6 @@ from eth_utils.crypto import keccak
 from keeper.domain.model import BlockHeader, Log
 
 _QUANTITY: Final = re.compile(r"0x[0-9a-fA-F]{1,64}\Z")
-_DATA: Final = re.compile(r"0x([0-9a-fA-F]{2})*\Z")
 _HASH: Final = re.compile(r"0x[0-9a-fA-F]{64}\Z")
 _ADDRESS: Final = re.compile(r"0x[0-9a-fA-F]{40}\Z")
 
@@ -43,9 +42,19 @@ def quantity(value: Any, what: str) -> int:
 
 
 def data(value: Any, what: str) -> bytes:
-    """A JSON-RPC DATA field (even-length hex) as bytes."""
-    if isinstance(value, str) and _DATA.match(value):
-        return bytes.fromhex(value[2:])
+    """A JSON-RPC DATA field (even-length hex) as bytes.
+
+    ``bytes.fromhex`` checks the digits (a regex took 37 ms on a 256 KB
+    aggregate3 answer); the length check refuses the whitespace it skips.
+    """
+    if isinstance(value, str) and value[:2] == "0x":
+        try:
+            raw = bytes.fromhex(value[2:])
+        except ValueError:
+            pass
+        else:
+            if 2 * len(raw) + 2 == len(value):
+                return raw
     raise InvalidResponse(f"{what}: not hex data")
 
 

@@ -16,7 +16,6 @@ What the indexer may import: ``keeper.rpc``, ``keeper.domain``,
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,26 +24,20 @@ from typing import Literal
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
-from keeper.domain.ranges import RangePolicy, split_by_block
+from keeper.domain.multicall import MULTICALL3_ADDRESS
+from keeper.domain.ranges import RangePolicy
 from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.errors import RpcError
-from keeper.rpc.scan import scan_logs, wire_size
 from keeper.rpc.validate import bloom_may_contain
 from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
+from keeper.sync.history import RangeFetcher
 from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
-
-# Historical batches fetched ahead of the one being committed: one keeps the node
-# busy while we write; more would only hold more logs in memory. Each batch is
-# bounded by ``batch_events`` and ``batch_bytes`` (one block at least), so what
-# is held is at most the answer being cut, this many batches and the one being
-# committed.
-PREFETCH_RANGES = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +46,6 @@ class WatchedContract:
     address: str
     protocol: EscrowProtocol
     start_block: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Fetched:
-    """One historical range, checked and decoded, with its reads: ready to commit."""
-
-    anchor: BlockHeader
-    events: list[Event]
-    reads: list[ChainRead]
 
 
 @dataclass(slots=True)
@@ -74,6 +58,8 @@ class SyncSettings:
     # a historical batch stays under these (a single larger block is one batch)
     batch_events: int = 5_000
     batch_bytes: int = 4 * 1024 * 1024
+    # the Multicall3 the view reads are grouped through (None: each read alone)
+    multicall: str | None = MULTICALL3_ADDRESS
 
 
 @dataclass(slots=True)
@@ -115,7 +101,10 @@ class Indexer:
             max_bytes=settings.batch_bytes,
         )
         self.state = SyncState()
-        self.views = ViewReader(rpc)
+        self.views = ViewReader(rpc, settings.multicall)
+        self.history = RangeFetcher(
+            rpc, self.addresses, self.policy, self.decode, self.execute_reads
+        )
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)
@@ -224,21 +213,10 @@ class Indexer:
     # ---- historical zone ---------------------------------------------------------
 
     async def backfill_range(self, start: int, end: int, finalized: int) -> Changes:
-        """Scan, check, decode and read ahead while earlier ranges commit.
-
-        A producer task fetches range k+1 (logs, headers, view reads) while
-        range k is written: the node works on the next answer while this
-        process spends CPU on SQLite, instead of each waiting for the other.
-        Commits stay in range order, one transaction each, so crash safety is
-        unchanged; a failure in range k+1 surfaces after range k is committed,
-        as it did when the ranges ran one after the other.
-        """
-        queue: asyncio.Queue[_Fetched | Exception | None] = asyncio.Queue(PREFETCH_RANGES)
-        producer = asyncio.create_task(self._fetch_ranges(start, end, queue))
-        try:
-            while (item := await queue.get()) is not None:
-                if isinstance(item, Exception):
-                    raise item
+        """Scan, check, decode and read ahead (``keeper.sync.history``) while earlier
+        ranges commit, one batch per range in range order."""
+        async with contextlib.aclosing(self.history.prefetched(start, end)) as ranges:
+            async for item in ranges:
                 window = prune([*self.view.window(), item.anchor], finalized, self.settings.window)
                 batch = BlockBatch(
                     events=item.events,
@@ -251,63 +229,6 @@ class Indexer:
                 )
                 async for change in self.commit(batch):
                     yield change
-        finally:
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
-
-    async def _fetch_ranges(
-        self, start: int, end: int, queue: asyncio.Queue[_Fetched | Exception | None]
-    ) -> None:
-        try:
-            chunks = scan_logs(self.rpc, self.addresses, start, end, self.policy)
-            async for _lo, hi, logs in chunks:
-                for piece, piece_hi in self._pieces(logs, hi):
-                    await queue.put(await self._fetch_range(piece_hi, piece))
-                del logs  # the answer is not held while the next one is fetched
-        except Exception as exc:  # handed to the committing side, which raises it
-            await queue.put(exc)
-            return
-        await queue.put(None)
-
-    def _pieces(self, logs: list[Log], hi: int) -> list[tuple[list[Log], int]]:
-        """An answer cut at block boundaries into batches within the batch bounds.
-
-        Usually one piece (the policy sized the range to fit); several when the
-        density jumped inside the range. Each piece but the last ends at its
-        last log's block, the last at ``hi``, so the pieces cover the range
-        without a gap and each commits its own cursor.
-        """
-        cuts = split_by_block(
-            logs,
-            lambda lg: lg.block_number,
-            wire_size,
-            max_items=self.settings.batch_events,
-            max_bytes=self.settings.batch_bytes,
-        )
-        if len(cuts) <= 1:
-            return [(logs, hi)]
-        pieces = [(logs[a:b], logs[b - 1].block_number) for a, b in cuts]
-        pieces[-1] = (pieces[-1][0], hi)
-        log.debug("log_answer_split", to_block=hi, logs=len(logs), batches=len(pieces))
-        return pieces
-
-    async def _fetch_range(self, hi: int, logs: list[Log]) -> _Fetched:
-        numbers = sorted({lg.block_number for lg in logs} | {hi})
-        headers = await self.rpc.get_blocks(numbers, must_exist=True)
-        by_number = {h.number: h for h in headers if h is not None}
-        missing = [n for n in numbers if n not in by_number]
-        if missing:
-            raise RetryableError(f"node has no header for blocks {missing[:5]}")
-        for lg in logs:
-            if by_number[lg.block_number].hash != lg.block_hash:
-                raise RetryableError(
-                    f"log at block {lg.block_number} names hash {lg.block_hash} but the "
-                    f"node's block has {by_number[lg.block_number].hash}: retrying range"
-                )
-        events = self.decode(logs, by_number)
-        reads = await self.execute_reads(events)
-        return _Fetched(by_number[hi], events, reads)
 
     # ---- realtime zone -------------------------------------------------------------
 

@@ -15,9 +15,11 @@ transient failure is not, so it is raised and the batch retried.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from keeper.domain.model import ArgValue, ChainRead, Event
+from keeper.domain.multicall import MULTICALL3_ADDRESS, decode_aggregate3, encode_aggregate3
 from keeper.domain.reads import (
     EVENT_BLOCK,
     MISSING,
@@ -32,11 +34,16 @@ from keeper.domain.reads import (
 from keeper.domain.views import decode_view, encode_view
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient, block_param
-from keeper.rpc.errors import ExecutionRevertedError, StateUnavailableError
+from keeper.rpc.errors import (
+    ExecutionRevertedError,
+    RpcError,
+    RpcFatalError,
+    StateUnavailableError,
+)
 from keeper.rpc.transport import DEFAULT_MAX_BATCH
 from keeper.rpc.validate import data
 
-__all__ = ["READS_AT_ONCE", "ViewReader"]
+__all__ = ["AGGREGATES_AT_ONCE", "AGGREGATE_SIZE", "READS_AT_ONCE", "ViewReader"]
 
 log = get_logger(__name__)
 
@@ -45,15 +52,27 @@ log = get_logger(__name__)
 # instead of one after another (bench/README.md has the figures); one failing
 # batch still retries only its own calls.
 READS_AT_ONCE = 4 * DEFAULT_MAX_BATCH
+# Reads in one aggregate3 eth_call: a getJob costs the node about 35k gas, so 200
+# stay near 7M, under every node's eth_call gas cap (geth's 50M, anvil's block limit).
+AGGREGATE_SIZE = 200
+# aggregate3 eth_calls in flight at once, each its own request (the node runs them
+# in parallel; one JSON-RPC batch of them would run one after another)
+AGGREGATES_AT_ONCE = 4
 
 
 class ViewReader:
     """Makes the reads of indexed events; remembers whether the node keeps the finalized
     block's state."""
 
-    def __init__(self, rpc: RpcClient) -> None:
+    def __init__(self, rpc: RpcClient, multicall: str | None = MULTICALL3_ADDRESS) -> None:
         self.rpc = rpc
         self.finalized_state = True
+        # the Multicall3 to group reads through; None: every read alone
+        self.multicall = multicall.lower() if multicall else None
+        self._multicall_checked = False
+        # the highest block at which the aggregate was answered with no results (no
+        # Multicall3 yet at that block): reads at or below it are made alone
+        self._no_multicall_to = -1
 
     async def execute(
         self, events: Sequence[Event], *, finalized: int = -1, head: int | None = None
@@ -76,7 +95,7 @@ class ViewReader:
         unavailable: list[tuple[ViewCall, StateUnavailableError]] = []
         at_head = None if self.finalized_state else head
         calls = plan_calls(todo, finalized=finalized, head=at_head)
-        await _call_all(self.rpc, calls, out, unavailable)
+        await self._call_all(calls, out, unavailable)
         if not unavailable:
             return out
         retry: list[ViewCall] = []
@@ -90,7 +109,7 @@ class ViewReader:
                 missing += len(c.answers)
                 out.extend(_missing(c, exc))
         again: list[tuple[ViewCall, StateUnavailableError]] = []
-        await _call_all(self.rpc, retry, out, again)
+        await self._call_all(retry, out, again)
         for call, exc in again:
             missing += len(call.answers)
             out.extend(_missing(call, exc))
@@ -103,8 +122,116 @@ class ViewReader:
         )
         return out
 
+    async def _call_all(
+        self,
+        calls: Sequence[ViewCall],
+        out: list[ChainRead],
+        unavailable: list[tuple[ViewCall, StateUnavailableError]],
+    ) -> None:
+        """Answer ``calls`` into ``out`` (or ``unavailable``), grouped where Multicall3 can."""
+        alone: Sequence[ViewCall] = calls
+        if len(calls) > 1 and await self._has_multicall():
+            alone = await self._aggregated(calls, out, unavailable)
+        await _call_alone(self.rpc, alone, out, unavailable)
 
-async def _call_all(
+    async def _has_multicall(self) -> bool:
+        """Whether the Multicall3 address has code at the head (asked once per process)."""
+        if self.multicall is None:
+            return False
+        if not self._multicall_checked:
+            code = await self.rpc.get_code(self.multicall)
+            self._multicall_checked = True
+            if not code:
+                log.info("reads_without_multicall", address=self.multicall)
+                self.multicall = None
+                return False
+        return True
+
+    async def _aggregated(
+        self,
+        calls: Sequence[ViewCall],
+        out: list[ChainRead],
+        unavailable: list[tuple[ViewCall, StateUnavailableError]],
+    ) -> list[ViewCall]:
+        """Make ``calls`` through aggregate3, one block's calls together; the calls that
+        must be made alone instead (failed inside an aggregate, or their aggregate did)."""
+        by_block: dict[int, list[ViewCall]] = {}
+        alone: list[ViewCall] = []
+        for call in calls:
+            if call.block_number <= self._no_multicall_to:
+                alone.append(call)
+            else:
+                by_block.setdefault(call.block_number, []).append(call)
+        chunks: list[list[ViewCall]] = []
+        for block_calls in by_block.values():
+            if len(block_calls) == 1:
+                alone.extend(block_calls)
+                continue
+            chunks.extend(
+                block_calls[i : i + AGGREGATE_SIZE]
+                for i in range(0, len(block_calls), AGGREGATE_SIZE)
+            )
+        for i in range(0, len(chunks), AGGREGATES_AT_ONCE):
+            wave = chunks[i : i + AGGREGATES_AT_ONCE]
+            answers = await asyncio.gather(*(self._aggregate(chunk) for chunk in wave))
+            for chunk, answer in zip(wave, answers, strict=True):
+                alone.extend(self._take(chunk, answer, out, unavailable))
+        return alone
+
+    async def _aggregate(self, chunk: Sequence[ViewCall]) -> object:
+        """One aggregate3 eth_call's answer: its bytes, or the error the node gave."""
+        assert self.multicall is not None
+        payload = encode_aggregate3([(c.contract, encode_view(c.kind, c.subject)) for c in chunk])
+        (result,) = await self.rpc.batch(
+            [
+                (
+                    "eth_call",
+                    [
+                        {"to": self.multicall, "data": "0x" + payload.hex()},
+                        block_param(chunk[0].block_number),
+                    ],
+                )
+            ],
+            nullable=False,
+            parse=lambda raw: data(raw, "aggregate3 call"),
+        )
+        return result
+
+    def _take(
+        self,
+        chunk: Sequence[ViewCall],
+        answer: object,
+        out: list[ChainRead],
+        unavailable: list[tuple[ViewCall, StateUnavailableError]],
+    ) -> list[ViewCall]:
+        """Record an aggregate's answers; return the calls to make alone."""
+        if isinstance(answer, StateUnavailableError):
+            unavailable.extend((call, answer) for call in chunk)
+            return []
+        if isinstance(answer, RpcError) and not isinstance(answer, RpcFatalError):
+            raise answer  # transient, retries spent: the batch is retried, as for a lone call
+        if not isinstance(answer, bytes):
+            # reverted (out of gas?) or refused (too large?): each read alone says what it is
+            return list(chunk)
+        try:
+            results = decode_aggregate3(answer)
+        except Exception:  # no Multicall3 at this block (an empty answer) or not its shape
+            results = []
+        if len(results) != len(chunk):
+            if not answer:
+                self._no_multicall_to = max(self._no_multicall_to, chunk[0].block_number)
+            return list(chunk)
+        again: list[ViewCall] = []
+        for call, result in zip(chunk, results, strict=True):
+            if not result.success:
+                again.append(call)
+                continue
+            values = _outcome(call, result.return_data)
+            out.extend(_read(req, call.source, stable_part(req, values)) for req in call.answers)
+        return again
+
+
+async def _call_alone(
     rpc: RpcClient,
     calls: Sequence[ViewCall],
     out: list[ChainRead],

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rpc_fixtures import EMITTER, TOPIC, LogChain
 
 from keeper.rpc.validate import (
     InvalidResponse,
     bloom_may_contain,
+    data,
     parse_block,
     parse_log,
     quantity,
@@ -159,3 +163,26 @@ class TestBloom:
         """A bloom of the wrong size is refused rather than misread."""
         with pytest.raises(InvalidResponse):
             bloom_may_contain("0x00", b"x")
+
+
+# what a DATA field is (the JSON-RPC spec): 0x and whole bytes of hex digits, nothing else
+DATA_FIELD = re.compile(r"0x([0-9a-fA-F]{2})*\Z")
+HEXISH = st.text(alphabet="0123456789abcdefABCDEFxX \t\n\u0660g", max_size=12)
+
+
+class TestDataField:
+    """``data`` takes exactly the strings that are a DATA field, whatever it is handed."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.one_of(HEXISH, HEXISH.map(lambda t: "0x" + t)))
+    def test_accepts_exactly_the_data_fields(self, value: str) -> None:
+        if DATA_FIELD.match(value):
+            assert data(value, "call") == bytes.fromhex(value[2:])
+        else:
+            with pytest.raises(InvalidResponse, match="call: not hex data"):
+                data(value, "call")
+
+    @pytest.mark.parametrize("value", [None, 12, b"0x00", ["0x00"]])
+    def test_a_non_string_is_refused(self, value: object) -> None:
+        with pytest.raises(InvalidResponse, match="code: not hex data"):
+            data(value, "code")

@@ -31,16 +31,21 @@ def write_config(
     rpc_urls: Sequence[str],
     deployment: Deployment,
     database: str = "",
+    multicall: str | None = None,
     **chain: Any,
 ) -> Config:
     """A daemon config indexing the four devnet escrows (and the emitter as an ERC-8183 source).
 
     ``database``: a PostgreSQL URL or a SQLite path; by default ``tmp/<name>.db``.
+    Its reads go through the devnet's Multicall3, as the devnet's own config has them,
+    unless ``multicall`` names another (``""``: none configured, so the canonical
+    address, which has no code on a devnet).
     """
     if database.startswith("postgresql://"):
         db_line = f"url = {json.dumps(database)}"
     else:
         db_line = f"path = {json.dumps(database or str(tmp / (name + '.db')))}"
+    multicall = deployment.multicall if multicall is None else multicall
     chain_lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in chain.items())
     contracts = [
         *((n, p.value, a) for n, p, a in deployment.escrows()),
@@ -54,7 +59,7 @@ def write_config(
     text = (
         f"[chain]\nchain_id = {deployment.chain_id}\nrpc_urls = {json.dumps(list(rpc_urls))}\n"
         f"{chain_lines}\n\n[database]\n{db_line}\n\n"
-        f"[api]\nenabled = false\n\n{blocks}"
+        f"[api]\nenabled = false\n\n[keeper]\nmulticall = {json.dumps(multicall)}\n\n{blocks}"
     )
     path = tmp / f"{name}.toml"
     path.write_text(text)

@@ -88,6 +88,7 @@ def write_config(
     contracts: list[tuple[str, str, str, int]],
     *,
     max_range: int = 2000,
+    multicall: str = "",
 ) -> Path:
     blocks = "\n".join(
         f'[[contracts]]\nname = "{n}"\nprotocol = "{p}"\naddress = "{a}"\nstart_block = {b}\n'
@@ -98,7 +99,7 @@ def write_config(
         f"[chain]\nchain_id = {node.chain_id}\nrpc_urls = [{json.dumps(node.url)}]\n"
         f"max_range = {max_range}\n\n"
         f"[database]\npath = {json.dumps(str(tmp / 'pruned.db'))}\n\n"
-        f"[api]\nenabled = false\n\n{blocks}"
+        f"[api]\nenabled = false\n\n[keeper]\nmulticall = {json.dumps(multicall)}\n\n{blocks}"
     )
     return path
 
@@ -128,10 +129,16 @@ def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("grouped", [True, False], ids=["multicall", "alone"])
+def test_every_description_arrives_from_a_later_block(
+    node: AnvilProcess, tmp_path: Path, grouped: bool
+) -> None:
     """Jobs created far below the pruning horizon: the backfill completes, every description
-    is in the index, and each read names the block whose state answered it."""
+    is in the index, and each read names the block whose state answered it; the same
+    whether the reads are grouped through Multicall3 (the aggregate the node has no
+    state for moves to the head as a whole) or made alone."""
     w3 = connect(node.url)
+    multicall = deploy_contract(w3, DEV_KEYS[0], "Multicall3") if grouped else ""
     start = int(w3.eth.block_number) + 1
     treasury = address_of(DEV_KEYS[-1])
     commerce = deploy_contract(
@@ -145,7 +152,10 @@ def test_every_description_arrives_from_a_later_block(node: AnvilProcess, tmp_pa
         w3.eth.call({"to": Web3.to_checksum_address(commerce), "data": "0x"}, created)
 
     # two blocks per range: the jobs' reads arrive over three batches
-    config = write_config(tmp_path, node, [("commerce", "erc8183", commerce, start)], max_range=2)
+    config = write_config(
+        tmp_path, node, [("commerce", "erc8183", commerce, start)], max_range=2,
+        multicall=multicall,
+    )  # fmt: skip
     logs = backfill(config, tmp_path)
 
     db = tmp_path / "pruned.db"

@@ -1,0 +1,133 @@
+"""The historical zone's fetching: log ranges scanned, cut, checked, decoded and read.
+
+Below the finalized block the indexer scans ``eth_getLogs`` ranges sized by
+the range policy. :func:`prefetched` runs the scan in a producer task that
+fetches range k+1 (logs, headers, view reads) while the indexer has range k
+committed: the node works on the next answer while the daemon spends CPU on
+SQLite, instead of each waiting for the other. Items come out in range
+order, so commits stay in order and crash safety is unchanged; a failure in
+range k+1 surfaces after range k is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from keeper.domain.model import BlockHeader, ChainRead, Event, Log
+from keeper.domain.ranges import RangePolicy, split_by_block
+from keeper.errors import RetryableError
+from keeper.obs.logging import get_logger
+from keeper.rpc.client import RpcClient
+from keeper.rpc.scan import scan_logs, wire_size
+
+__all__ = ["PREFETCH_RANGES", "Fetched", "RangeFetcher"]
+
+log = get_logger(__name__)
+
+# Historical batches fetched ahead of the one being committed: one keeps the node
+# busy while we write; more would only hold more logs in memory. Each batch is
+# bounded by ``batch_events`` and ``batch_bytes`` (one block at least), so what
+# is held is at most the answer being cut, this many batches and the one being
+# committed.
+PREFETCH_RANGES = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One historical range, checked and decoded, with its reads: ready to commit."""
+
+    anchor: BlockHeader
+    events: list[Event]
+    reads: list[ChainRead]
+
+
+Decoder = Callable[[Iterable[Log], dict[int, BlockHeader]], list[Event]]
+Reader = Callable[[Sequence[Event]], Awaitable[list[ChainRead]]]
+
+
+class RangeFetcher:
+    """Fetches historical ranges for the indexer; decoding and reads are the indexer's."""
+
+    def __init__(
+        self,
+        rpc: RpcClient,
+        addresses: Sequence[str],
+        policy: RangePolicy,
+        decode: Decoder,
+        execute_reads: Reader,
+    ) -> None:
+        self.rpc = rpc
+        self.addresses = list(addresses)
+        self.policy = policy
+        self.decode = decode
+        self.execute_reads = execute_reads
+
+    async def prefetched(self, start: int, end: int) -> AsyncGenerator[Fetched, None]:
+        """Blocks ``start``..``end`` as ready batches, the next fetched while one is used."""
+        queue: asyncio.Queue[Fetched | Exception | None] = asyncio.Queue(PREFETCH_RANGES)
+        producer = asyncio.create_task(self._fetch_ranges(start, end, queue))
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+
+    async def _fetch_ranges(
+        self, start: int, end: int, queue: asyncio.Queue[Fetched | Exception | None]
+    ) -> None:
+        try:
+            chunks = scan_logs(self.rpc, self.addresses, start, end, self.policy)
+            async for _lo, hi, logs in chunks:
+                for piece, piece_hi in self._pieces(logs, hi):
+                    await queue.put(await self._fetch_range(piece_hi, piece))
+                del logs  # the answer is not held while the next one is fetched
+        except Exception as exc:  # handed to the committing side, which raises it
+            await queue.put(exc)
+            return
+        await queue.put(None)
+
+    def _pieces(self, logs: list[Log], hi: int) -> list[tuple[list[Log], int]]:
+        """An answer cut at block boundaries into batches within the batch bounds.
+
+        Usually one piece (the policy sized the range to fit); several when the
+        density jumped inside the range. Each piece but the last ends at its
+        last log's block, the last at ``hi``, so the pieces cover the range
+        without a gap and each commits its own cursor.
+        """
+        cuts = split_by_block(
+            logs,
+            lambda lg: lg.block_number,
+            wire_size,
+            max_items=self.policy.max_events,
+            max_bytes=self.policy.max_bytes,
+        )
+        if len(cuts) <= 1:
+            return [(logs, hi)]
+        pieces = [(logs[a:b], logs[b - 1].block_number) for a, b in cuts]
+        pieces[-1] = (pieces[-1][0], hi)
+        log.debug("log_answer_split", to_block=hi, logs=len(logs), batches=len(pieces))
+        return pieces
+
+    async def _fetch_range(self, hi: int, logs: list[Log]) -> Fetched:
+        numbers = sorted({lg.block_number for lg in logs} | {hi})
+        headers = await self.rpc.get_blocks(numbers, must_exist=True)
+        by_number = {h.number: h for h in headers if h is not None}
+        missing = [n for n in numbers if n not in by_number]
+        if missing:
+            raise RetryableError(f"node has no header for blocks {missing[:5]}")
+        for lg in logs:
+            if by_number[lg.block_number].hash != lg.block_hash:
+                raise RetryableError(
+                    f"log at block {lg.block_number} names hash {lg.block_hash} but the "
+                    f"node's block has {by_number[lg.block_number].hash}: retrying range"
+                )
+        events = self.decode(logs, by_number)
+        reads = await self.execute_reads(events)
+        return Fetched(by_number[hi], events, reads)
