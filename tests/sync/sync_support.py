@@ -30,6 +30,7 @@ def write_config(
     name: str,
     rpc_urls: Sequence[str],
     deployment: Deployment,
+    *,
     database: str = "",
     multicall: str | None = None,
     **chain: Any,

@@ -35,7 +35,7 @@ async def index(
     """A fresh index of the whole chain through a recording proxy: its tables and eth_calls."""
     with RpcProxy(url) as proxy:
         cfg = write_config(
-            tmp, name, [proxy.url], deployed, multicall, finality="confirmations",
+            tmp, name, [proxy.url], deployed, multicall=multicall, finality="confirmations",
             confirmations=0, **chain,
         )  # fmt: skip
         h = Harness(cfg)

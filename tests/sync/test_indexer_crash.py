@@ -73,7 +73,7 @@ async def test_sigkill_during_backfill(
     await run_traffic(gen, 6)
     await asyncio.to_thread(bulk_events, anvil.url, deployed, 40, 25)
     cfg = write_config(
-        tmp_path, "killed", [anvil.url], deployed, new_db(), finality="confirmations",
+        tmp_path, "killed", [anvil.url], deployed, database=new_db(), finality="confirmations",
         confirmations=0, max_range=3, min_range=1,
     )  # fmt: skip
     config_file = str(tmp_path / "killed.toml")
@@ -120,7 +120,7 @@ async def test_sigkill_during_realtime_then_graceful_stop(
     """`keeper run` killed repeatedly under live traffic converges; SIGTERM exits 0 promptly
     (on either backend)."""
     cfg = write_config(
-        tmp_path, "run", [anvil.url], deployed, new_db(), poll_interval=0.1, window=64
+        tmp_path, "run", [anvil.url], deployed, database=new_db(), poll_interval=0.1, window=64
     )
     config_file = str(tmp_path / "run.toml")
     gen = traffic(anvil.url, deployed)

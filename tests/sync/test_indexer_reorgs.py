@@ -44,7 +44,7 @@ async def test_reorgs_up_to_the_window_converge_to_a_fresh_backfill(
 ) -> None:
     """Random reorgs of depth 1..window, replacing blocks that held our events, then converge
     (on either backend, to the same tables as a fresh backfill into SQLite)."""
-    cfg = write_config(tmp_path, "live", [anvil.url], deployed, new_db(), window=WINDOW)
+    cfg = write_config(tmp_path, "live", [anvil.url], deployed, database=new_db(), window=WINDOW)
     live = Harness(cfg)
     gen = traffic(anvil.url, deployed)
     rng = random.Random(7)
