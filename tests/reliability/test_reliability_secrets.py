@@ -76,8 +76,8 @@ async def test_no_secret_in_logs_metrics_api_cli_or_exceptions(
             server = request.getfixturevalue("postgres_server")
             database = server.database().replace("postgres@", f"postgres:{PASSWORD}@")
         cfg = write_config(
-            tmp_path, "secret", [secret_url, dead_url], deployed, database=database, poll_interval=0.1,
-            finality="confirmations", confirmations=2, request_timeout=1.0,
+            tmp_path, "secret", [secret_url, dead_url], deployed, database=database,
+            poll_interval=0.1, finality="confirmations", confirmations=2, request_timeout=1.0,
         )  # fmt: skip
         config_file = tmp_path / "secret.toml"
         daemon = DaemonProc.for_config(config_file, tmp_path / "secret.log", KEEPER_KEY)
