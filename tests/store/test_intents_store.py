@@ -93,12 +93,10 @@ class TestAttempts:
         }
         [row] = keeper_books.all_attempts(store)
         assert (row.status, row.max_fee, row.raw_tx) == ("signed", 2**200, b"\x02a1")
-        typeof = "typeof" if dialect(store.conn) == "sqlite" else "pg_typeof"
-        stored = store.conn.execute(
-            f"SELECT {typeof}(max_fee)::text, max_fee FROM keeper_attempts"
-            if typeof == "pg_typeof"
-            else "SELECT typeof(max_fee), max_fee FROM keeper_attempts"
-        ).fetchone()
+        typeof = (
+            "typeof(max_fee)" if dialect(store.conn) == "sqlite" else "pg_typeof(max_fee)::text"
+        )
+        stored = store.conn.execute(f"SELECT {typeof}, max_fee FROM keeper_attempts").fetchone()
         assert tuple(stored) == ("text", str(2**200))
 
     def test_open_nonces_include_every_attempt_of_the_nonce(self, store: IntentStore) -> None:
