@@ -1,9 +1,10 @@
-"""Three daemons on one SQLite file: one indexes, a standby takes over, nothing lost or doubled.
+"""Three daemons on one database: one indexes, a standby takes over, nothing lost or doubled.
 
 Real processes (``keeper run``), one anvil, devnet traffic throughout. The
 final tables are compared with a fresh single-writer index of the same chain,
-and a watcher on the shared file checks the cursor never moved back (the
-traffic makes no reorgs, so any step down would be a stale writer's).
+and a watcher on the shared database checks the cursor never moved back (the
+traffic makes no reorgs, so any step down would be a stale writer's). Each
+test runs on one SQLite file and on one PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from cluster_support import (
     leader_of,
     logged,
     metric,
-    stop_outside_a_write,
+    stall,
 )
 from rel_daemon import DaemonProc
 from sync_support import CONTENT_TABLES, Harness, fresh_index, table_diff, traffic, write_config
@@ -32,14 +33,16 @@ from keeper.devnet.anvil import AnvilProcess, ChainControl
 from keeper.devnet.deploy import Deployment, deploy_all
 
 
-async def _setup(anvil: AnvilProcess, tmp: Path) -> tuple[Deployment, Config, list[DaemonProc]]:
+async def _setup(
+    anvil: AnvilProcess, tmp: Path, database: str
+) -> tuple[Deployment, Config, list[DaemonProc]]:
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     cfg = write_config(
-        tmp, "shared", [anvil.url], deployed, poll_interval=0.1, window=32,
+        tmp, "shared", [anvil.url], deployed, database, poll_interval=0.1, window=32,
         finality="confirmations", confirmations=4,
     )  # fmt: skip
     daemons = cluster(tmp / "shared.toml", tmp, ["a", "b", "c"])
-    # the first one migrates the file; the others find it up to date
+    # the first one migrates the database; the others find it up to date
     daemons[0].start()
     assert await daemons[0].wait_ready(60) is not None, daemons[0].tail()
     for d in daemons[1:]:
@@ -84,15 +87,15 @@ def _stop_all(daemons: list[DaemonProc]) -> None:
 
 
 async def test_kill_9_of_the_leader_hands_indexing_to_a_standby(
-    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
+    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, database: str
 ) -> None:
     """SIGKILL mid-traffic: one standby leads within lease + renewal, tables equal a fresh index."""
-    deployed, cfg, daemons = await _setup(anvil, tmp_path)
+    deployed, cfg, daemons = await _setup(anvil, tmp_path, database)
     a, b, c = daemons
     stop = asyncio.Event()
     try:
         assert await leader_of(daemons, 10) is a
-        async with CursorWatch(Path(cfg.database.path), cfg.chain.chain_id) as watch:
+        async with CursorWatch(database, cfg.chain.chain_id) as watch:
             load = asyncio.create_task(_traffic(anvil, deployed, stop))
             await asyncio.sleep(1.5)
             killed_at_head = await asyncio.to_thread(chain.block_number)
@@ -133,19 +136,19 @@ async def test_kill_9_of_the_leader_hands_indexing_to_a_standby(
 
 
 async def test_a_stalled_leader_is_fenced_out_and_steps_down(
-    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
+    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, database: str
 ) -> None:
     """SIGSTOP past the lease, a standby takes over, SIGCONT: the old leader writes nothing."""
-    deployed, cfg, daemons = await _setup(anvil, tmp_path)
+    deployed, cfg, daemons = await _setup(anvil, tmp_path, database)
     a, b, c = daemons
     stop = asyncio.Event()
     assert a.proc is not None
     try:
         assert await leader_of(daemons, 10) is a
-        async with CursorWatch(Path(cfg.database.path), cfg.chain.chain_id) as watch:
+        async with CursorWatch(database, cfg.chain.chain_id) as watch:
             load = asyncio.create_task(_traffic(anvil, deployed, stop))
             await asyncio.sleep(1.0)
-            await stop_outside_a_write(a, Path(cfg.database.path))
+            await stall(a, database)
             new = await leader_of([b, c], LEASE * 5)
             assert new is not None, (b.tail(), c.tail())
             stalled_at = await asyncio.to_thread(chain.block_number)
