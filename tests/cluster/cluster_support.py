@@ -193,6 +193,8 @@ class CursorWatch:
             while True:
                 # locked (SQLite) or not migrated yet (both)
                 with contextlib.suppress(sqlite3.OperationalError, psycopg.Error):
+                    if isinstance(conn, psycopg.Connection) and conn.broken:
+                        conn = await asyncio.to_thread(self._open)  # the server restarted
                     value = await asyncio.to_thread(self._read, conn)
                     if value is not None and (not self.seen or value != self.seen[-1]):
                         self.seen.append(value)
