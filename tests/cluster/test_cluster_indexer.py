@@ -44,14 +44,29 @@ async def _setup(
         finality="confirmations", confirmations=4,
     )  # fmt: skip
     daemons = cluster(tmp / "shared.toml", tmp, ["a", "b", "c"])
-    # the first one migrates the database; the others find it up to date
-    daemons[0].start()
-    assert await daemons[0].wait_ready(60) is not None, daemons[0].tail()
-    for d in daemons[1:]:
+    # on SQLite the first one migrates the file and the others find it up to date; on
+    # PostgreSQL all three start at once, racing for the empty database's migration lock
+    first = daemons if database.startswith("postgresql://") else daemons[:1]
+    for d in first:
         d.start()
-    for d in daemons[1:]:
+    for d in first:
+        assert await d.wait_ready(60) is not None, d.tail()
+    for d in daemons[len(first) :]:
+        d.start()
+    for d in daemons[len(first) :]:
         assert await d.wait_ready(60) is not None, d.tail()
     return deployed, cfg, daemons
+
+
+async def _roles(daemons: list[DaemonProc]) -> tuple[DaemonProc, DaemonProc, DaemonProc]:
+    """The leader first, then the two standbys."""
+    lead = await leader_of(daemons, 10)
+    if lead is None:
+        tails = [d.tail() for d in daemons]
+        _stop_all(daemons)
+        raise AssertionError(f"no one leader: {tails}")
+    b, c = (d for d in daemons if d is not lead)
+    return lead, b, c
 
 
 # steps the traffic makes at least, however slow a loaded machine makes each one, so the
@@ -98,10 +113,9 @@ async def test_kill_9_of_the_leader_hands_indexing_to_a_standby(
 ) -> None:
     """SIGKILL mid-traffic: one standby leads within lease + renewal, tables equal a fresh index."""
     deployed, cfg, daemons = await _setup(anvil, tmp_path, database)
-    a, b, c = daemons
+    a, b, c = await _roles(daemons)
     stop = asyncio.Event()
     try:
-        assert await leader_of(daemons, 10) is a
         async with CursorWatch(database, cfg.chain.chain_id) as watch:
             load = asyncio.create_task(_traffic(anvil, deployed, stop))
             await asyncio.sleep(1.5)
@@ -147,11 +161,10 @@ async def test_a_stalled_leader_is_fenced_out_and_steps_down(
 ) -> None:
     """SIGSTOP past the lease, a standby takes over, SIGCONT: the old leader writes nothing."""
     deployed, cfg, daemons = await _setup(anvil, tmp_path, database)
-    a, b, c = daemons
+    a, b, c = await _roles(daemons)
     stop = asyncio.Event()
     assert a.proc is not None
     try:
-        assert await leader_of(daemons, 10) is a
         async with CursorWatch(database, cfg.chain.chain_id) as watch:
             load = asyncio.create_task(_traffic(anvil, deployed, stop))
             await asyncio.sleep(1.0)
