@@ -127,12 +127,19 @@ async def stop_outside_a_write(daemon: DaemonProc, db: Path, tries: int = 50) ->
 
 
 def _holds_lease_row_lock(url: str) -> bool:
-    """Whether an open transaction has written a lease row (a fence or a renewal) and holds
-    its lock until it ends."""
+    """Whether an open transaction has written a lease row (a fence or a renewal), holds
+    its lock until it ends, and its session waits for the client's next statement.
+
+    Not a session stopped in the middle of a statement's messages (a pipelined
+    ``executemany``): the server counts that one active, and no timeout ends it (the
+    limit docs/scaling.md states).
+    """
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-            "WHERE c.relname = 'keeper_leases' AND l.mode = 'RowExclusiveLock' AND l.granted"
+            "JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE c.relname = 'keeper_leases' AND l.mode = 'RowExclusiveLock' AND l.granted "
+            "AND a.state = 'idle in transaction'"
         ).fetchone()
         return row is not None and int(row[0]) > 0
 
