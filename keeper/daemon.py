@@ -262,7 +262,11 @@ class Daemon:
             self.rpc_ok = False
             log.warning("standby_heads_failed", error=str(exc), kind=type(exc).__name__)
             return
-        cursor = self.c.store.cursor()
+        try:
+            cursor = self.c.store.cursor()
+        except dbmod.TRANSIENT_ERRORS as exc:  # a server restart: the next read reconnects
+            log.warning("standby_cursor_failed", error=str(exc), kind=type(exc).__name__)
+            return
         indexed = -1 if cursor is None else cursor.indexed_block
         if indexed != st.indexed or indexed >= head.number:
             self.c.listener.last_progress = time.monotonic()

@@ -33,7 +33,7 @@ from keeper.domain.lease import (
 )
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
-from keeper.store.db import TRANSIENT_ERRORS, Db
+from keeper.store.db import TRANSIENT_ERRORS, Db, dialect, session
 from keeper.store.leases import LeaseFence, LeaseStore
 
 __all__ = ["INDEXER", "Leadership"]
@@ -70,6 +70,13 @@ class Leadership:
         self._clock = clock
         if metrics is not None:
             metrics.lease_leader.labels(role=role).set(0)
+        if dialect(conn) == "postgresql":
+            # a writer stalled inside a transaction (SIGSTOP, a frozen VM) holds the lease
+            # row's lock from its fence on, and a takeover waits on that lock: the server
+            # ends such a session once it has idled in its transaction for a lease, which
+            # rolls its batch back and frees the row for a standby
+            ms = max(1, round(cluster.lease_seconds * 1000))
+            session(conn, f"SET idle_in_transaction_session_timeout = {ms}")
 
     def leading(self) -> bool:
         return is_leader(self.state, self._clock())

@@ -58,8 +58,11 @@ def _texts(kind: Dialect) -> dict[str, str]:
             "ON CONFLICT (role, chain_id) DO UPDATE SET "
             "epoch = CASE WHEN keeper_leases.holder = excluded.holder "
             "THEN keeper_leases.epoch ELSE keeper_leases.epoch + 1 END, "
+            # the clock read again here, not excluded.*: on PostgreSQL the inserted row's
+            # values are computed before the upsert waits on a holder's row lock, and a
+            # lease dated from the start of that wait could be over when it is taken
             "holder = excluded.holder, node = excluded.node, "
-            "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at "
+            f"expires_at = {now} + {p('lease')}, renewed_at = {now} "
             f"WHERE keeper_leases.holder = excluded.holder OR keeper_leases.expires_at < {now} "
             f"OR ({p('startup')} = 1 AND keeper_leases.node = excluded.node)"
         ),

@@ -102,12 +102,16 @@ class _BoolAsInteger(Dumper):
         return b"1" if obj else b"0"
 
 
-# the server ending the session (a shutdown, a crash, a terminated backend, recovery)
+# the server ending the session (a shutdown, a crash, a terminated backend, recovery, a
+# session that sat in its transaction past idle_in_transaction_session_timeout)
 _SHUTDOWN: Final = (
     psycopg.errors.AdminShutdown,
     psycopg.errors.CrashShutdown,
     psycopg.errors.CannotConnectNow,
+    psycopg.errors.IdleInTransactionSessionTimeout,
 )
+# what a statement may meet when its session is gone (the timeout is an InternalError)
+_SESSION_ERRORS: Final = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
 
 _BEGIN: Final = {
     "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -185,7 +189,7 @@ class PgConnection:
         conn = self._ready(sql)
         try:
             cur = conn.execute(translate(sql), parameters or None)
-        except psycopg.OperationalError as exc:
+        except _SESSION_ERRORS as exc:
             raise self._lost(exc, sql) from None
         self._track(sql)
         return cur
@@ -199,7 +203,7 @@ class PgConnection:
         try:
             if params:
                 cur.executemany(translate(sql), params)
-        except psycopg.OperationalError as exc:
+        except _SESSION_ERRORS as exc:
             raise self._lost(exc, sql) from None
         return cur
 
@@ -243,7 +247,7 @@ class PgConnection:
         self._conn = self._connect_retrying()
         return self._conn
 
-    def _lost(self, exc: psycopg.OperationalError, sql: str) -> Exception:
+    def _lost(self, exc: psycopg.Error, sql: str) -> Exception:
         conn = self._conn
         if conn is None:
             return exc

@@ -1,9 +1,9 @@
-"""Three ``keeper run`` daemons on one SQLite file and one anvil, and what to watch them by.
+"""Three ``keeper run`` daemons on one database (a SQLite file or PostgreSQL) and one anvil.
 
 Each daemon gets its own node name and API port and a short lease (3 s,
 renewed every 0.3 s) so a failover fits in a few seconds of test time; the
 database, contracts and chain are shared. The cursor watcher reads the
-shared file read-only every few milliseconds, which is how a test proves the
+shared database every few milliseconds, which is how a test proves the
 cursor never moved back across a failover.
 """
 
@@ -17,7 +17,9 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import psycopg
 from rel_daemon import DaemonProc
 
 from keeper.devnet.traffic import KEEPER_KEY
@@ -30,6 +32,8 @@ __all__ = [
     "leader_of",
     "logged",
     "metric",
+    "stall",
+    "stop_inside_a_write",
     "stop_outside_a_write",
 ]
 
@@ -122,25 +126,82 @@ async def stop_outside_a_write(daemon: DaemonProc, db: Path, tries: int = 50) ->
     raise AssertionError(f"the daemon was inside a write at each of {tries} tries")
 
 
+def _holds_lease_row_lock(url: str) -> bool:
+    """Whether an open transaction has written a lease row (a fence or a renewal), holds
+    its lock until it ends, and its session waits for the client's next statement.
+
+    Not a session stopped in the middle of a statement's messages (a pipelined
+    ``executemany``): the server counts that one active, and no timeout ends it (the
+    limit docs/scaling.md states).
+    """
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE c.relname = 'keeper_leases' AND l.mode = 'RowExclusiveLock' AND l.granted "
+            "AND a.state = 'idle in transaction'"
+        ).fetchone()
+        return row is not None and int(row[0]) > 0
+
+
+async def stop_inside_a_write(daemon: DaemonProc, url: str, tries: int = 400) -> int:
+    """SIGSTOP the daemon (the leader: the only one that writes lease rows while it leads)
+    inside a transaction holding the lease row's lock; the tries it took.
+
+    The hard case on PostgreSQL: a takeover's upsert waits on that lock. The daemon's
+    session ends itself (``idle_in_transaction_session_timeout``) after a lease, which
+    rolls the stalled batch back and lets a standby in.
+    """
+    assert daemon.proc is not None
+    for attempt in range(1, tries + 1):
+        daemon.proc.send_signal(signal.SIGSTOP)
+        if await asyncio.to_thread(_holds_lease_row_lock, url):
+            return attempt
+        daemon.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.003 * (attempt % 7))
+    raise AssertionError(f"the daemon was outside a write at each of {tries} tries")
+
+
+async def stall(daemon: DaemonProc, database: str) -> int:
+    """SIGSTOP the leader the hardest way each backend can fail over from.
+
+    SQLite: between writes (stopped inside one, it keeps the file's only write lock, a
+    stated limit). PostgreSQL: inside a fenced transaction.
+    """
+    if database.startswith("postgresql://"):
+        return await stop_inside_a_write(daemon, database)
+    return await stop_outside_a_write(daemon, Path(database))
+
+
 class CursorWatch:
     """Every cursor value the shared database held, sampled until stopped."""
 
-    def __init__(self, db: Path, chain_id: int, every: float = 0.01) -> None:
-        self.db, self.chain_id, self.every = db, chain_id, every
+    def __init__(self, database: str, chain_id: int, every: float = 0.01) -> None:
+        self.database, self.chain_id, self.every = database, chain_id, every
         self.seen: list[int] = []
         self._task: asyncio.Task[None] | None = None
 
-    def _read(self, conn: sqlite3.Connection) -> int | None:
-        row = conn.execute(
-            "SELECT indexed_block FROM cursor WHERE chain_id = ?", (self.chain_id,)
-        ).fetchone()
+    def _open(self) -> sqlite3.Connection | psycopg.Connection[Any]:
+        if self.database.startswith("postgresql://"):
+            return psycopg.connect(self.database, autocommit=True)
+        uri = f"file:{self.database}?mode=ro"
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    def _read(self, conn: sqlite3.Connection | psycopg.Connection[Any]) -> int | None:
+        sql = "SELECT indexed_block FROM cursor WHERE chain_id = %s"
+        if isinstance(conn, sqlite3.Connection):
+            sql = sql.replace("%s", "?")
+        row = conn.execute(sql, (self.chain_id,)).fetchone()
         return None if row is None else int(row[0])
 
     async def _run(self) -> None:
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, check_same_thread=False)
+        conn = await asyncio.to_thread(self._open)
         try:
             while True:
-                with contextlib.suppress(sqlite3.OperationalError):
+                # locked (SQLite) or not migrated yet (both)
+                with contextlib.suppress(sqlite3.OperationalError, psycopg.Error):
+                    if isinstance(conn, psycopg.Connection) and conn.broken:
+                        conn = await asyncio.to_thread(self._open)  # the server restarted
                     value = await asyncio.to_thread(self._read, conn)
                     if value is not None and (not self.seen or value != self.seen[-1]):
                         self.seen.append(value)

@@ -1,9 +1,10 @@
-"""Three daemons on one SQLite file: one indexes, a standby takes over, nothing lost or doubled.
+"""Three daemons on one database: one indexes, a standby takes over, nothing lost or doubled.
 
 Real processes (``keeper run``), one anvil, devnet traffic throughout. The
 final tables are compared with a fresh single-writer index of the same chain,
-and a watcher on the shared file checks the cursor never moved back (the
-traffic makes no reorgs, so any step down would be a stale writer's).
+and a watcher on the shared database checks the cursor never moved back (the
+traffic makes no reorgs, so any step down would be a stale writer's). Each
+test runs on one SQLite file and on one PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from cluster_support import (
     leader_of,
     logged,
     metric,
-    stop_outside_a_write,
+    stall,
+    stop_inside_a_write,
 )
 from rel_daemon import DaemonProc
+from support.postgres import PostgresServer
 from sync_support import CONTENT_TABLES, Harness, fresh_index, table_diff, traffic, write_config
 
 from keeper.config import Config
@@ -32,27 +35,49 @@ from keeper.devnet.anvil import AnvilProcess, ChainControl
 from keeper.devnet.deploy import Deployment, deploy_all
 
 
-async def _setup(anvil: AnvilProcess, tmp: Path) -> tuple[Deployment, Config, list[DaemonProc]]:
+async def _setup(
+    anvil: AnvilProcess, tmp: Path, database: str
+) -> tuple[Deployment, Config, list[DaemonProc]]:
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     cfg = write_config(
-        tmp, "shared", [anvil.url], deployed, poll_interval=0.1, window=32,
+        tmp, "shared", [anvil.url], deployed, database, poll_interval=0.1, window=32,
         finality="confirmations", confirmations=4,
     )  # fmt: skip
     daemons = cluster(tmp / "shared.toml", tmp, ["a", "b", "c"])
-    # the first one migrates the file; the others find it up to date
-    daemons[0].start()
-    assert await daemons[0].wait_ready(60) is not None, daemons[0].tail()
-    for d in daemons[1:]:
+    # on SQLite the first one migrates the file and the others find it up to date; on
+    # PostgreSQL all three start at once, racing for the empty database's migration lock
+    first = daemons if database.startswith("postgresql://") else daemons[:1]
+    for d in first:
         d.start()
-    for d in daemons[1:]:
+    for d in first:
+        assert await d.wait_ready(60) is not None, d.tail()
+    for d in daemons[len(first) :]:
+        d.start()
+    for d in daemons[len(first) :]:
         assert await d.wait_ready(60) is not None, d.tail()
     return deployed, cfg, daemons
+
+
+async def _roles(daemons: list[DaemonProc]) -> tuple[DaemonProc, DaemonProc, DaemonProc]:
+    """The leader first, then the two standbys."""
+    lead = await leader_of(daemons, 10)
+    if lead is None:
+        tails = [d.tail() for d in daemons]
+        _stop_all(daemons)
+        raise AssertionError(f"no one leader: {tails}")
+    b, c = (d for d in daemons if d is not lead)
+    return lead, b, c
+
+
+# steps the traffic makes at least, however slow a loaded machine makes each one, so the
+# final comparison has an index worth comparing
+MIN_STEPS = 60
 
 
 async def _traffic(anvil: AnvilProcess, deployed: Deployment, stop: asyncio.Event) -> int:
     gen = traffic(anvil.url, deployed)
     steps = 0
-    while not stop.is_set():
+    while not stop.is_set() or steps < MIN_STEPS:
         await asyncio.to_thread(gen.step)
         steps += 1
         await asyncio.sleep(0.02)
@@ -84,15 +109,14 @@ def _stop_all(daemons: list[DaemonProc]) -> None:
 
 
 async def test_kill_9_of_the_leader_hands_indexing_to_a_standby(
-    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
+    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, database: str
 ) -> None:
     """SIGKILL mid-traffic: one standby leads within lease + renewal, tables equal a fresh index."""
-    deployed, cfg, daemons = await _setup(anvil, tmp_path)
-    a, b, c = daemons
+    deployed, cfg, daemons = await _setup(anvil, tmp_path, database)
+    a, b, c = await _roles(daemons)
     stop = asyncio.Event()
     try:
-        assert await leader_of(daemons, 10) is a
-        async with CursorWatch(Path(cfg.database.path), cfg.chain.chain_id) as watch:
+        async with CursorWatch(database, cfg.chain.chain_id) as watch:
             load = asyncio.create_task(_traffic(anvil, deployed, stop))
             await asyncio.sleep(1.5)
             killed_at_head = await asyncio.to_thread(chain.block_number)
@@ -133,19 +157,18 @@ async def test_kill_9_of_the_leader_hands_indexing_to_a_standby(
 
 
 async def test_a_stalled_leader_is_fenced_out_and_steps_down(
-    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
+    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, database: str
 ) -> None:
     """SIGSTOP past the lease, a standby takes over, SIGCONT: the old leader writes nothing."""
-    deployed, cfg, daemons = await _setup(anvil, tmp_path)
-    a, b, c = daemons
+    deployed, cfg, daemons = await _setup(anvil, tmp_path, database)
+    a, b, c = await _roles(daemons)
     stop = asyncio.Event()
     assert a.proc is not None
     try:
-        assert await leader_of(daemons, 10) is a
-        async with CursorWatch(Path(cfg.database.path), cfg.chain.chain_id) as watch:
+        async with CursorWatch(database, cfg.chain.chain_id) as watch:
             load = asyncio.create_task(_traffic(anvil, deployed, stop))
             await asyncio.sleep(1.0)
-            await stop_outside_a_write(a, Path(cfg.database.path))
+            await stall(a, database)
             new = await leader_of([b, c], LEASE * 5)
             assert new is not None, (b.tail(), c.tail())
             stalled_at = await asyncio.to_thread(chain.block_number)
@@ -174,6 +197,50 @@ async def test_a_stalled_leader_is_fenced_out_and_steps_down(
         stop.set()
         with contextlib.suppress(ProcessLookupError):
             a.proc.send_signal(signal.SIGCONT)
+        for d in daemons:
+            if d.alive():
+                d.kill()
+    await _equal_to_fresh(cfg, anvil, deployed, tmp_path)
+
+
+async def test_a_postgresql_crash_restart_mid_batch_loses_nothing_and_the_daemons_reconnect(
+    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    """pg_ctl restart -m immediate while the leader is inside a fenced transaction: every
+    session is cut and the open batch rolls back with it; all three daemons reconnect on
+    their own and index on, the cursor never moves back, the tables equal a fresh index."""
+    url = postgres_server.database()
+    deployed, cfg, daemons = await _setup(anvil, tmp_path, url)
+    stop = asyncio.Event()
+    try:
+        assert await leader_of(daemons, 10) is not None
+        async with CursorWatch(url, cfg.chain.chain_id) as watch:
+            load = asyncio.create_task(_traffic(anvil, deployed, stop))
+            await asyncio.sleep(1.0)
+            # the leader held inside a fenced transaction while the server crash-restarts,
+            # so its transaction is open when the server dies, then let it go on
+            leader = await leader_of(daemons, 5)
+            assert leader is not None and leader.proc is not None
+            await stop_inside_a_write(leader, url)
+            try:
+                await asyncio.to_thread(postgres_server.restart_immediate)
+            finally:
+                leader.proc.send_signal(signal.SIGCONT)
+            restarted_at = await asyncio.to_thread(chain.block_number)
+            await asyncio.sleep(2.0)
+            stop.set()
+            assert await load > 0
+            await asyncio.to_thread(chain.mine, 1)
+            head = await asyncio.to_thread(chain.block_number)
+            assert head > restarted_at
+            for d in daemons:  # none exited: each reconnected and follows the index
+                assert await d.wait_indexed(head, 30), d.tail()
+                assert d.alive(), d.tail()
+        assert watch.seen and watch.seen[-1] >= head and not list(watch.backwards()), watch.seen
+        assert await leader_of(daemons, 5) is not None
+        _stop_all(daemons)
+    finally:
+        stop.set()
         for d in daemons:
             if d.alive():
                 d.kill()

@@ -1,4 +1,4 @@
-"""Two keepers (two signers, two ``keeper run`` daemons) on one SQLite file share the work once.
+"""Two keepers (two signers, two ``keeper run`` daemons) on one database share the work once.
 
 The traffic leaves every refund, finalisation and timeout to the daemons.
 One keeper is SIGKILLed right after it broadcasts a transaction, before it
@@ -6,13 +6,13 @@ can settle it; the other adopts the dead keeper's in-flight intents once
 their claim runs out and settles them from the chain. The audit walks every
 block: each action has exactly one mined transaction across both signers
 (anvil mines everything it is sent, so a second signed transaction for an
-action would show up here), and the tables equal a fresh index.
+action would show up here), and the tables equal a fresh index. On one
+SQLite file and on one PostgreSQL database.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,6 +34,7 @@ from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl
 from keeper.devnet.deploy import deploy_all
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import KEEPER_KEY, TrafficGenerator, address_of
+from keeper.store.db import connect
 
 KEYS = (KEEPER_KEY, DEV_KEYS[7])  # the daemon's key and the traffic's idle fallback keeper
 CLAIM_SECONDS = 3.0
@@ -58,9 +59,9 @@ async def _next_send(daemons: list[DaemonProc], after: int, within: float) -> Da
     return None
 
 
-def _signed_per_action(db: Path) -> Counter[tuple[str, str, str]]:
+def _signed_per_action(db: str) -> Counter[tuple[str, str, str]]:
     """Distinct (signer, nonce) pairs that carried each action (fee bumps share one)."""
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     try:
         rows = conn.execute(
             "SELECT i.contract, i.subject, i.action, COUNT(DISTINCT a.signer || ':' || a.nonce) "
@@ -74,14 +75,14 @@ def _signed_per_action(db: Path) -> Counter[tuple[str, str, str]]:
 
 
 async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
-    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
+    anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, database: str
 ) -> None:
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     cfg = write_config(
-        tmp_path, "shared", [anvil.url], deployed, poll_interval=0.1, window=32,
+        tmp_path, "shared", [anvil.url], deployed, database, poll_interval=0.1, window=32,
         finality="confirmations", confirmations=4,
     )  # fmt: skip
-    db = Path(cfg.database.path)
+    db = database
     daemons = cluster(tmp_path / "shared.toml", tmp_path, ["a", "b"], keys=KEYS)
     for d in daemons:
         d.env["KEEPER_KEEPER__CLAIM_SECONDS"] = str(CLAIM_SECONDS)

@@ -26,6 +26,7 @@ from sync_support import Harness
 
 from keeper.devnet.anvil import rpc_call
 from keeper.domain.planner import Action, PlannerConfig, plan
+from keeper.store.db import connect
 from keeper.store.queries import pause_state
 from keeper.store.states import live_jobs, live_tasks
 
@@ -203,9 +204,9 @@ async def due_now(
     return result.actions
 
 
-def hook_blocked_in(db: Path) -> dict[tuple[str, str], int]:
+def hook_blocked_in(db: Path | str) -> dict[tuple[str, str], int]:
     """Jobs whose hook blocked the daemon's refund (ended hook_blocked, see IntentStore)."""
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     try:
         rows = conn.execute(
             "SELECT contract, subject, decided_block FROM keeper_intents "
@@ -216,9 +217,9 @@ def hook_blocked_in(db: Path) -> dict[tuple[str, str], int]:
         conn.close()
 
 
-def denied_in(db: Path) -> set[tuple[str, str, str]]:
+def denied_in(db: Path | str) -> set[tuple[str, str, str]]:
     """Actions the daemon's keeper was refused (the planner routes around them)."""
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     try:
         rows = conn.execute(
             "SELECT contract, subject, action FROM keeper_intents WHERE outcome = 'not_permitted'"
@@ -228,9 +229,9 @@ def denied_in(db: Path) -> set[tuple[str, str, str]]:
         conn.close()
 
 
-def unsettled_intents(db: Path) -> list[tuple[Any, ...]]:
+def unsettled_intents(db: Path | str) -> list[tuple[Any, ...]]:
     """Intents of the daemon's keeper with a transaction whose fate is still open."""
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     try:
         return conn.execute(
             "SELECT contract, subject, action, status, outcome FROM keeper_intents "
