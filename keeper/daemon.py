@@ -278,12 +278,10 @@ class Daemon:
         from keeper.store.verifications import delete_orphans
         from keeper.verify.verifier import verify_pending
 
+        # every daemon on a shared database verifies (a standby's head follows the chain);
+        # a revision recorded by another daemon first is not written twice (the store's
+        # conditional save)
         while not self.stop.is_set():
-            if not self.lead.leading():
-                # a job's reports are one revision chain: two verifiers on one database
-                # would race on its next revision, so the indexing daemon verifies
-                await self._sleep(self.stop, self.cfg.chain.poll_interval)
-                continue
             try:
                 delete_orphans(self.c.conn)
                 head = self.c.indexer.state.head
@@ -395,7 +393,7 @@ class Daemon:
                 tasks.append(asyncio.create_task(self.index_loop(), name="index"))
                 tasks.append(asyncio.create_task(self.maintain_loop(), name="maintain"))
                 tasks.append(asyncio.create_task(self.token_loop(), name="tokens"))
-            if self.verifier is not None:
+            if self.verifier is not None and self.cfg.indexer.enabled:
                 tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
             if self.keeper is not None:
                 tasks.append(asyncio.create_task(self.keep_loop(), name="keep"))

@@ -131,10 +131,27 @@ def _write(conn: Db) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> None:
-    """Upsert the latest verification; with ``new_revision`` also append its report to history."""
+def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> bool:
+    """Upsert the latest verification; with ``new_revision`` also append its report to history.
+
+    Several daemons sharing one database each verify: the write is conditional
+    on what the verifier read, in the same transaction. A row whose revision
+    another daemon has already recorded (or passed) since is not written, and
+    ``False`` says so: a report chain has one revision per number, and the
+    verifier that lost the race has nothing to add.
+    """
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
     with _write(conn):
+        stored = conn.execute(
+            "SELECT revision_count FROM verifications "
+            "WHERE chain_id = ? AND contract = ? AND job_id = ?",
+            (row.chain_id, row.contract, row.job_id),
+        ).fetchone()
+        if stored is not None and (
+            int(stored[0]) > row.revision_count
+            or (new_revision and int(stored[0]) >= row.revision_count)
+        ):
+            return False
         conn.execute(
             f"INSERT INTO verifications ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
@@ -157,6 +174,7 @@ def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> 
                     row.report_json,
                 ),
             )
+    return True
 
 
 def get_verification(conn: Db, chain_id: int, contract: str, job_id: str) -> VerificationRow | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 
+from keeper.obs.logging import get_logger
 from keeper.store import verifications as store
 from keeper.store.db import Db
 from keeper.verify.checks import VerdictFacts
@@ -28,6 +29,8 @@ from keeper.verify.verdict import (
     next_retry_at,
     verify_verdict,
 )
+
+log = get_logger(__name__)
 
 TASK_EVENT = "TaskEvaluated"
 
@@ -118,7 +121,11 @@ async def record_verification(
         first_attempt_at=first,
         next_retry_at=retry,
     )
-    store.save_verification(conn, row, new_revision=new_revision)
+    if not store.save_verification(conn, row, new_revision=new_revision):
+        # another daemon on the database recorded this revision first: theirs stands
+        log.info("verification_recorded_elsewhere", job_id=job_id, revision=row.revision_count)
+        latest = store.get_verification(conn, chain.chain_id, chain.contract, job_id)
+        return latest if latest is not None else row
     return row
 
 

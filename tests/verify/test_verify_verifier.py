@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,17 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import keccak_hex
 from keeper.verify.checks import CheckConfig, VerdictFacts
 from keeper.verify.failures import Status
-from keeper.verify.report import ChainRef, stored_report, validate_history
+from keeper.verify.report import ChainRef, Report, stored_report, validate_history
 from keeper.verify.sources import ContentSource, DirectorySource, HttpSource
-from keeper.verify.verdict import RetryPolicy, Verdict, Verifier, next_retry_at, verify_verdict
-from keeper.verify.verifier import verify_and_record
+from keeper.verify.verdict import (
+    Outcome,
+    RetryPolicy,
+    Verdict,
+    Verifier,
+    next_retry_at,
+    verify_verdict,
+)
+from keeper.verify.verifier import record_verification, verify_and_record
 
 CONTRACT = "0x" + "c0" * 20
 CHAIN_ID = 31337
@@ -284,6 +292,35 @@ class TestRecord:
         assert [h.status for h in revisions] == ["unavailable", "verified"]
         assert validate_history(reports) == []
         assert store.get_document(conn, done.document_digest or "") == body(doc)
+
+    async def test_two_daemons_verifying_one_verdict_record_one_revision(
+        self, evaluator: EvaluatorServer, new_db: Callable[[], str]
+    ) -> None:
+        """Daemons sharing a database both verify; the one that writes second adds nothing."""
+        target = new_db()
+        first, second = connect(target), connect(target)
+        migrate(first)
+        doc = verdict(8, COMPLETE, "complete")
+        _publish(evaluator, doc, COMPLETE)
+        item = _verdict(facts(doc, COMPLETE))
+        verifier = _verifier(evaluator)
+        both_read = asyncio.Barrier(2)
+
+        async def run(parent: Report | None) -> Outcome:
+            await both_read.wait()  # each has read the (absent) parent before either writes
+            return await verify_verdict(item, verifier, parent=parent)
+
+        try:
+            rows = await asyncio.gather(
+                record_verification(first, item.chain, run, verifier.policy, 1000),
+                record_verification(second, item.chain, run, verifier.policy, 1000),
+            )
+            revisions = store.history(first, CHAIN_ID, CONTRACT, "8")
+            assert [h.status for h in revisions] == ["verified"]
+            assert {r.report_digest for r in rows} == {revisions[0].report_digest}
+        finally:
+            first.close()
+            second.close()
 
     async def test_reorg_removes_the_verification(
         self, evaluator: EvaluatorServer, conn: sqlite3.Connection
