@@ -134,35 +134,21 @@ def _write(conn: Db) -> Iterator[None]:
 def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> bool:
     """Upsert the latest verification; with ``new_revision`` also append its report to history.
 
-    Several daemons sharing one database each verify: the write is conditional
-    on what the verifier read, in the same transaction. A row whose revision
-    another daemon has already recorded (or passed) since is not written, and
-    ``False`` says so: a report chain has one revision per number, and the
-    verifier that lost the race has nothing to add.
+    Several daemons sharing one database each verify, so the write is
+    conditional on what the verifier read: a revision number another daemon
+    has recorded since is not written again (the history's key decides, which
+    on PostgreSQL also waits for a concurrent writer of the same revision),
+    and the latest row is never moved back to an older revision. ``False``
+    says nothing was written: a report chain has one revision per number, and
+    the verifier that lost the race has nothing to add.
     """
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
     with _write(conn):
-        stored = conn.execute(
-            "SELECT revision_count FROM verifications "
-            "WHERE chain_id = ? AND contract = ? AND job_id = ?",
-            (row.chain_id, row.contract, row.job_id),
-        ).fetchone()
-        if stored is not None and (
-            int(stored[0]) > row.revision_count
-            or (new_revision and int(stored[0]) >= row.revision_count)
-        ):
-            return False
-        conn.execute(
-            f"INSERT INTO verifications ({', '.join(_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
-            f"ON CONFLICT (chain_id, contract, job_id) DO UPDATE SET {updates}",
-            astuple(row),
-        )
         if new_revision:
-            conn.execute(
+            added = conn.execute(
                 "INSERT INTO verification_reports (chain_id, contract, job_id, revision_count, "
                 "report_digest, parent_digest, status, report_json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     row.chain_id,
                     row.contract,
@@ -174,7 +160,16 @@ def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> 
                     row.report_json,
                 ),
             )
-    return True
+            if added.rowcount == 0:
+                return False
+        saved = conn.execute(
+            f"INSERT INTO verifications ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
+            f"ON CONFLICT (chain_id, contract, job_id) DO UPDATE SET {updates} "
+            "WHERE verifications.revision_count <= excluded.revision_count",
+            astuple(row),
+        )
+        return saved.rowcount == 1
 
 
 def get_verification(conn: Db, chain_id: int, contract: str, job_id: str) -> VerificationRow | None:
