@@ -468,6 +468,8 @@ async def stop_loops(
     tasks: list[asyncio.Task[None]], grace: float = SHUTDOWN_GRACE_SECONDS
 ) -> None:
     """Let loops notice the stop flag and finish their current step, then cancel."""
+    if not tasks:  # an API-only daemon runs no loop of its own
+        return
     _, pending = await asyncio.wait(tasks, timeout=grace)
     for t in pending:
         t.cancel()

@@ -4,13 +4,31 @@ per session (a fresh database per test), always reaped."""
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from support.postgres import PostgresServer
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
+
+
+@pytest.fixture(autouse=True)
+def _logging_outlives_the_test() -> Iterator[None]:
+    """A command run in-process (``keeper.cli.main``) points logging at pytest's captured
+    stderr, which is closed when the test ends; a later test's first line would then fail
+    with "I/O operation on closed file". Put back what was configured before, only then."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    stream = getattr(structlog.get_config()["logger_factory"], "_file", None)
+    if stream is not None and getattr(stream, "closed", False):
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 @pytest.fixture

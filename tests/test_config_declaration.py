@@ -18,14 +18,17 @@ from typing import Any
 import pytest
 
 from keeper.config import (
+    DEFAULT_DATABASE_PATH,
     ApiConfig,
     ChainConfig,
+    ClusterConfig,
     Config,
     ContractConfig,
     DatabaseConfig,
     DirectorySourceConfig,
     GitHubConfig,
     HttpSourceConfig,
+    IndexerConfig,
     KeeperConfig,
     LogConfig,
     VerdictsConfig,
@@ -50,8 +53,13 @@ TABLES: list[tuple[str, type[Any]]] = [
     ("verdicts.github", GitHubConfig),
     ("keeper", KeeperConfig),
     ("api", ApiConfig),
+    ("indexer", IndexerConfig),
     ("log", LogConfig),
+    ("cluster", ClusterConfig),
 ]
+# keys the example leaves out on purpose, with the value the loader gives them: without
+# database.path, KEEPER_DATABASE__URL alone switches the example to PostgreSQL
+LEFT_OUT: dict[tuple[str, str], object] = {("database", "path"): DEFAULT_DATABASE_PATH}
 SECTIONS = [(path, cls) for path, cls in TABLES if path and "." not in path and "[" not in path]
 
 
@@ -154,7 +162,8 @@ def test_every_key_is_overridable_from_the_environment(path: str, key: str) -> N
     raw = example()
     section, _, index = path.partition("[")
     table = at(raw, path)
-    value = table.get(key, {})  # the example leaves [verdicts.evaluators] empty
+    # the example leaves [verdicts.evaluators] empty
+    value = table.get(key, LEFT_OUT.get((path, key), {}))
     table[key] = {"not": "valid"}  # refused by every key, so only the override can fix it
     name = f"{section}__{index.rstrip(']')}" if index else section
     config = parse_config(raw, {f"KEEPER_{name.upper()}__{key.upper()}": env_text(value)})

@@ -40,7 +40,7 @@ async def _setup(
 ) -> tuple[Deployment, Config, list[DaemonProc]]:
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     cfg = write_config(
-        tmp, "shared", [anvil.url], deployed, database, poll_interval=0.1, window=32,
+        tmp, "shared", [anvil.url], deployed, database=database, poll_interval=0.1, window=32,
         finality="confirmations", confirmations=4,
     )  # fmt: skip
     daemons = cluster(tmp / "shared.toml", tmp, ["a", "b", "c"])

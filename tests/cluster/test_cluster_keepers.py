@@ -79,7 +79,7 @@ async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
 ) -> None:
     deployed = await asyncio.to_thread(deploy_all, anvil.url)
     cfg = write_config(
-        tmp_path, "shared", [anvil.url], deployed, database, poll_interval=0.1, window=32,
+        tmp_path, "shared", [anvil.url], deployed, database=database, poll_interval=0.1, window=32,
         finality="confirmations", confirmations=4,
     )  # fmt: skip
     db = database
