@@ -22,6 +22,14 @@ from typing import Final
 BIN: Final = Path(os.environ.get("KEEPER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 
+def pg_ctl_args(root: Path, data: Path, port: int, action: str) -> list[str]:
+    """``pg_ctl ACTION`` for a server in ``data`` listening on 127.0.0.1:``port``."""
+    args = [str(BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "log")]
+    if action in ("start", "restart"):
+        args += ["-o", f"-k {root} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off"]
+    return [*args, action]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,11 +72,7 @@ class PostgresServer:
         return self
 
     def pg_ctl(self, action: str, *extra: str) -> None:
-        options = f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off"
-        args = [str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log")]
-        if action in ("start", "restart"):
-            args += ["-o", options]
-        self._run(*args, action, *extra)
+        self._run(*pg_ctl_args(self.root, self.data, self.port, action), *extra)
 
     def restart_immediate(self) -> None:
         """Crash-restart: no checkpoint, every open connection cut (recovery on start)."""
@@ -142,11 +146,7 @@ class PostgresStandby:
         return self
 
     def pg_ctl(self, action: str, *extra: str) -> None:
-        options = f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off"
-        args = [str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log")]
-        if action in ("start", "restart"):
-            args += ["-o", options]
-        self.primary._run(*args, action, *extra)
+        self.primary._run(*pg_ctl_args(self.root, self.data, self.port, action), *extra)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
