@@ -19,18 +19,32 @@ def record_dialects(
     detections: Iterable[dict[str, Any]],
     clock: Callable[[], float] = time.time,
 ) -> None:
-    """Replace the chain's rows with this start-up's detections (one transaction)."""
+    """Replace the chain's rows with this start-up's detections (one transaction).
+
+    Daemons sharing one database start together and record the same detections at
+    once: on PostgreSQL a delete-then-insert lets both inserts through the delete and
+    the second fails on the key, so rows are upserted (in key order, so two writers
+    wait on each other's row locks instead of deadlocking) and only the contracts no
+    longer configured are deleted.
+    """
     now = clock()
-    rows = [
+    rows = sorted(
         (chain_id, d["contract"], d["name"], d["protocol"], d["dialect"], d["source"],
          int(bool(d["diamond"])), d["revision"], d["reason"], now)
         for d in detections
-    ]  # fmt: skip
+    )  # fmt: skip
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _COLS.split(", ")[1:])
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute("DELETE FROM keeper_dialects WHERE chain_id = ?", (chain_id,))
+        kept = [r[1] for r in rows]
+        conn.execute(
+            "DELETE FROM keeper_dialects WHERE chain_id = ?"
+            + (f" AND contract NOT IN ({','.join('?' * len(kept))})" if kept else ""),
+            (chain_id, *kept),
+        )
         conn.executemany(
-            f"INSERT INTO keeper_dialects (chain_id, {_COLS}) VALUES ({','.join('?' * 10)})",
+            f"INSERT INTO keeper_dialects (chain_id, {_COLS}) VALUES ({','.join('?' * 10)}) "
+            f"ON CONFLICT (chain_id, contract) DO UPDATE SET {updates}",
             rows,
         )
     except BaseException:
