@@ -14,6 +14,9 @@ from support.postgres import PostgresServer
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
 
+# a process a test leaves running is killed and fails that test (tests/support/child_reaper.py)
+pytest_plugins = ["support.child_reaper"]
+
 
 @pytest.fixture(autouse=True)
 def _logging_outlives_the_test() -> Iterator[None]:

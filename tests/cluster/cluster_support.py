@@ -29,6 +29,7 @@ __all__ = [
     "RENEW",
     "CursorWatch",
     "cluster",
+    "kill_all",
     "leader_of",
     "logged",
     "metric",
@@ -59,6 +60,13 @@ def cluster(
             DaemonProc.for_config(config_file, tmp / f"{node}.log", key or KEEPER_KEY, **extra)
         )
     return out
+
+
+def kill_all(daemons: Sequence[DaemonProc]) -> None:
+    """SIGKILL every live daemon, a stopped (stalled) one included: a test's last word."""
+    for d in daemons:
+        if d.alive():
+            d.kill()
 
 
 def metric(daemon: DaemonProc, name: str, labels: str = 'role="indexer"') -> float | None:

@@ -20,6 +20,7 @@ from cluster_support import (
     RENEW,
     CursorWatch,
     cluster,
+    kill_all,
     leader_of,
     logged,
     metric,
@@ -47,14 +48,15 @@ async def _setup(
     # on SQLite the first one migrates the file and the others find it up to date; on
     # PostgreSQL all three start at once, racing for the empty database's migration lock
     first = daemons if database.startswith("postgresql://") else daemons[:1]
-    for d in first:
-        d.start()
-    for d in first:
-        assert await d.wait_ready(60) is not None, d.tail()
-    for d in daemons[len(first) :]:
-        d.start()
-    for d in daemons[len(first) :]:
-        assert await d.wait_ready(60) is not None, d.tail()
+    try:
+        for group in (first, daemons[len(first) :]):
+            for d in group:
+                d.start()
+            for d in group:
+                assert await d.wait_ready(60) is not None, d.tail()
+    except BaseException:
+        kill_all(daemons)  # the test's own cleanup has not begun yet
+        raise
     return deployed, cfg, daemons
 
 
@@ -63,7 +65,7 @@ async def _roles(daemons: list[DaemonProc]) -> tuple[DaemonProc, DaemonProc, Dae
     lead = await leader_of(daemons, 10)
     if lead is None:
         tails = [d.tail() for d in daemons]
-        _stop_all(daemons)
+        kill_all(daemons)
         raise AssertionError(f"no one leader: {tails}")
     b, c = (d for d in daemons if d is not lead)
     return lead, b, c
@@ -150,9 +152,7 @@ async def test_kill_9_of_the_leader_hands_indexing_to_a_standby(
         _stop_all([b, c])
     finally:
         stop.set()
-        for d in daemons:
-            if d.alive():
-                d.kill()
+        kill_all(daemons)
     await _equal_to_fresh(cfg, anvil, deployed, tmp_path)
 
 
@@ -197,9 +197,7 @@ async def test_a_stalled_leader_is_fenced_out_and_steps_down(
         stop.set()
         with contextlib.suppress(ProcessLookupError):
             a.proc.send_signal(signal.SIGCONT)
-        for d in daemons:
-            if d.alive():
-                d.kill()
+        kill_all(daemons)
     await _equal_to_fresh(cfg, anvil, deployed, tmp_path)
 
 
@@ -241,7 +239,5 @@ async def test_a_postgresql_crash_restart_mid_batch_loses_nothing_and_the_daemon
         _stop_all(daemons)
     finally:
         stop.set()
-        for d in daemons:
-            if d.alive():
-                d.kill()
+        kill_all(daemons)
     await _equal_to_fresh(cfg, anvil, deployed, tmp_path)

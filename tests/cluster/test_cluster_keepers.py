@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cluster_support import cluster, logged
+from cluster_support import cluster, kill_all, logged
 from rel_audit import (
     audit_keeper,
     denied_in,
@@ -156,6 +156,4 @@ async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
     finally:
         if traffic is not None:
             traffic.cancel()
-        for d in daemons:
-            if d.alive():
-                d.kill()
+        kill_all(daemons)
