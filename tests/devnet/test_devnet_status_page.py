@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from web3 import Web3
 
 from keeper.config import load_config
 from keeper.daemon import run_daemon
-from keeper.devnet.anvil import DEV_KEYS
+from keeper.devnet.anvil import DEV_KEYS, free_port
 from keeper.devnet.contracts import load_abi
 from keeper.devnet.deploy import Deployment
 from keeper.devnet.runner import KEEPER_KEY_ENV, run_devnet
@@ -37,12 +38,6 @@ CHROMIUM = chromium_path()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 HOLDING = (1, 2)  # Funded, Submitted
 LOADS = 12
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def held_on_chain(rpc_url: str, commerce: str, block: int) -> int:
@@ -82,6 +77,48 @@ async def dump_tasks_after(seconds: float) -> None:
         task.print_stack(file=sys.stdout)
 
 
+class Watch:
+    """Page loads until a condition holds, within a deadline, while the daemon still runs:
+    a daemon that ended, or a page that never showed what was waited for, fails at once
+    naming the step, the time it took and what the page showed last."""
+
+    def __init__(self, page: Page, url: str, commerce: str, daemon: asyncio.Task[int]) -> None:
+        self.page, self.url, self.commerce, self.daemon = page, url, commerce, daemon
+        self.started = time.monotonic()
+        self.last: dict[str, Any] | str = "no page loaded yet"
+
+    def _alive(self, step: str) -> None:
+        if self.daemon.done():
+            ended = "cancelled" if self.daemon.cancelled() else (
+                self.daemon.exception() or f"exit {self.daemon.result()}"
+            )  # fmt: skip
+            raise AssertionError(f"{step}: the daemon ended ({ended!r}); last page: {self.last}")
+
+    async def load(self, step: str) -> dict[str, Any]:
+        self._alive(step)
+        snap = await read_page(self.page, self.url, self.commerce)
+        self.last = snap
+        return snap
+
+    async def until(
+        self, step: str, done: Callable[[dict[str, Any]], bool], within: float, pause: float
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                snap = await self.load(step)
+            except (RuntimeError, TimeoutError) as exc:  # not served yet, or a slow load
+                self.last = f"{type(exc).__name__}: {exc}"
+            else:
+                if done(snap):
+                    return snap
+            await asyncio.sleep(pause)
+        self._alive(step)
+        elapsed = time.monotonic() - self.started
+        raise AssertionError(f"{step}: not seen within {within} s ({elapsed:.0f} s in); "
+                             f"last page: {self.last}")  # fmt: skip
+
+
 class TestStatusPageWhileIndexing:
     async def test_pictures_match_the_chain_at_their_block(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -103,20 +140,20 @@ class TestStatusPageWhileIndexing:
                 assert CHROMIUM is not None
                 async with browser_page(CHROMIUM, tmp_path / "profile") as page:
                     url = f"http://127.0.0.1:{port}/?range=hour"
-                    for _ in range(600):  # the API comes up once the chain id is checked
-                        with contextlib.suppress(RuntimeError, TimeoutError):
-                            snap = await read_page(page, url, commerce)
-                            if snap["block"] and snap["base"] is not None:
-                                break
-                        await asyncio.sleep(0.1)
+                    watch = Watch(page, url, commerce, running)
+                    # the API comes up once the chain id is checked, the pictures once the
+                    # escrow's first funds are indexed
+                    await watch.until(
+                        "the first pictures",
+                        lambda s: bool(s["block"]) and s["base"] is not None, 60, 0.1,
+                    )  # fmt: skip
                     for _ in range(LOADS):
-                        seen.append(await read_page(page, url, commerce))
+                        seen.append(await watch.load("the pictures while indexing"))
                         await asyncio.sleep(0.4)
-                    for _ in range(100):  # tokens are read every few seconds
-                        last = await read_page(page, url, commerce)
-                        if "USDC" in (last["now"] or ""):
-                            break
-                        await asyncio.sleep(0.25)
+                    # tokens are read every few seconds
+                    last = await watch.until(
+                        "the amount in USDC", lambda s: "USDC" in (s["now"] or ""), 40, 0.25
+                    )
                     seen.append(last)
                     await page.screenshot(artifacts_dir() / "status-pictures-devnet.png")
                 checks["held"] = [
