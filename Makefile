@@ -33,9 +33,13 @@ $(NPM_STAMP): package.json package-lock.json
 demo: deps
 	$(VENV)/bin/keeper devnet
 
-# lint first: CI runs `make test` alone, so the style and type checks are enforced there
+# lint first: CI runs `make test` alone, so the style and type checks are enforced there.
+# Two workers (pytest-xdist), one per core of the CI machine: much of a test's time is
+# waiting on anvil, daemons and servers. A file's tests share one worker, so its module
+# fixtures (an anvil, an installed venv) are made once. TEST_WORKERS=0 runs in-process.
+TEST_WORKERS ?= 2
 test: lint deps-debian
-	$(PY) -m pytest -q -m "not slow" --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 lint: deps
 	$(VENV)/bin/ruff check keeper tests bench scripts
