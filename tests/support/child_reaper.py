@@ -5,7 +5,9 @@ A leaked daemon keeps polling (a dead node, a dropped database) for the rest of 
 session: it costs later tests CPU, ports and log noise, which is how one test's early
 failure used to turn into another's timeout far away. Children born while fixtures are
 set up (a module's anvil) belong to those fixtures and are left alone, and so do
-multiprocessing's own helpers (started once, they serve the whole session).
+multiprocessing's processes: its own helpers serve the whole session, and a sandbox's
+worker (``keeper.verify.sandbox``) is spawned on a module fixture's first call, idles
+on its pipe and ends when its owner closes it.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ def _command(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
 
 
-# multiprocessing starts these once per process, on first use, and keeps them to the end
-_SESSION_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+# multiprocessing's helpers (started once, on first use) and its spawned workers
+_SESSION_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver",
+                    "--multiprocessing-fork")  # fmt: skip
 
 
 def leaked(born: set[int]) -> set[int]:
-    """Which of ``born`` still run (multiprocessing's session helpers aside)."""
+    """Which of ``born`` still run (multiprocessing's processes aside)."""
     return {
         pid for pid in born & children()
         if not any(helper in _command(pid) for helper in _SESSION_HELPERS)
