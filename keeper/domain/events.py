@@ -199,17 +199,41 @@ def unknown_event(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
     )
 
 
-def decode_log(log: Log, protocol: Protocol, block_timestamp: int) -> Event:
-    """Decode one log of a contract of ``protocol``; total, pure and allocation-lean."""
-    topics = log.topics
+def _all_checked(topics: tuple[str, ...], checked: set[str]) -> bool:
+    """Whether every topic is one already found well-formed and lowercase (none: False)."""
+    if not topics:
+        return False
     try:
-        joined = "\x00".join(topics)
-    except TypeError:  # a non-string topic from a careless caller
-        return unknown_event(log, protocol, block_timestamp)
-    if not _TOPICS_RE.fullmatch(joined):
-        return unknown_event(log, protocol, block_timestamp)
-    if not joined.islower():
-        topics = tuple(joined.lower().split("\x00"))
+        for t in topics:
+            if t not in checked:
+                return False
+    except TypeError:  # an unhashable topic: the full check refuses it
+        return False
+    return True
+
+
+def decode_log(
+    log: Log, protocol: Protocol, block_timestamp: int, checked: set[str] | None = None
+) -> Event:
+    """Decode one log of a contract of ``protocol``; total, pure and allocation-lean.
+
+    ``checked``, when given, holds topics already found well-formed and
+    lowercase; they are not checked again, and the topics checked here are
+    added. A batch repeats most topics (the event's topic0, a job id in each of
+    its events), so ``decode_logs`` passes one set for the batch.
+    """
+    topics = log.topics
+    if checked is None or not _all_checked(topics, checked):
+        try:
+            joined = "\x00".join(topics)
+        except TypeError:  # a non-string topic from a careless caller
+            return unknown_event(log, protocol, block_timestamp)
+        if not _TOPICS_RE.fullmatch(joined):
+            return unknown_event(log, protocol, block_timestamp)
+        if not joined.islower():
+            topics = tuple(joined.lower().split("\x00"))
+        if checked is not None:
+            checked.update(topics)
     found = _PLANS.get((protocol, topics[0]))
     if found is None:
         known = RECOGNISED_TOPICS.get((protocol, topics[0]))
@@ -255,9 +279,10 @@ def decode_logs(
     """
     out: list[Event] = []
     append = out.append
+    checked: set[str] = set()
     for log in logs:
         protocol = protocol_by_address.get(log.address)
         if protocol is None:
             continue
-        append(decode_log(log, protocol, timestamps[log.block_number]))
+        append(decode_log(log, protocol, timestamps[log.block_number], checked))
     return out

@@ -6,7 +6,13 @@ Conventions (relied upon everywhere, so kept in one place):
   fit one ``subject`` column and sort/compare without a chain lookup;
 - token amounts and uint256 values are Python ``int`` and are stored as TEXT,
   never floats;
-- timestamps are chain seconds (block timestamps), never the wall clock.
+- timestamps are chain seconds (block timestamps), never the wall clock;
+- ``Log``, ``Event`` and ``ChainRead`` are values: nothing assigns to their
+  fields once built (the store's decode cache relies on it). They are not
+  frozen dataclasses only because a frozen one sets each field through
+  ``object.__setattr__``, which cost more than the rest of checking and
+  decoding a log on the backfill's hot path (bench/README.md); they hash and
+  compare by value all the same.
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ class BlockHeader:
     timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # a value; not frozen: see the module docstring
 class Log:
     """One ``eth_getLogs`` entry, validated and normalised by the RPC layer."""
 
@@ -90,7 +96,7 @@ class Log:
     log_index: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # a value; not frozen: see the module docstring
 class Event:
     """A log matched against our contracts.
 
@@ -109,7 +115,7 @@ class Event:
     block_timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # a value; not frozen: see the module docstring
 class ChainRead:
     """An on-chain view call recorded with the block it was read at.
 

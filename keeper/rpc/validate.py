@@ -98,15 +98,18 @@ class _Memo:
     once (then a dict lookup) is most of what parsing a large answer costs.
     """
 
-    __slots__ = ("_address", "_hash", "_quantity")
+    __slots__ = ("_address", "_quantity", "hashes", "txs")
 
     def __init__(self) -> None:
-        self._hash: dict[str, str] = {}
+        self.hashes: dict[str, str] = {}
         self._address: dict[str, str] = {}
         self._quantity: dict[str, int] = {}
+        # raw transaction hash -> (its raw block number, block hash and index as the
+        # first log had them, then the four checked values): _fast_log's reuse
+        self.txs: dict[str, tuple[Any, Any, Any, int, str, str, int]] = {}
 
     def hash32(self, value: Any, what: str) -> str:
-        return _checked(self._hash, hash32, value, what)
+        return _checked(self.hashes, hash32, value, what)
 
     def address(self, value: Any, what: str) -> str:
         return _checked(self._address, address, value, what)
@@ -215,9 +218,12 @@ def _check_block(
 def _fast_log(item: Any, memo: _Memo) -> Log | None:
     """``parse_log`` for a well-formed entry, or None to let ``parse_log`` judge it.
 
-    Same checks, fewer Python steps: the memo answers repeated strings, and
-    ``bytes.fromhex`` checks the data's digits (its length check below
-    refuses the whitespace it would skip).
+    Same checks, fewer Python steps: the memo answers repeated strings, the
+    block and transaction fields of a transaction's logs are checked once (its
+    first log's raw strings are kept beside the checked values, and a later
+    log reuses them only when its own raw strings are equal), and
+    ``bytes.fromhex`` checks the data's digits (its length check below refuses
+    the whitespace it would skip).
     """
     if type(item) is not dict or item.get("removed") is True:
         return None
@@ -229,14 +235,28 @@ def _fast_log(item: Any, memo: _Memo) -> Log | None:
         payload = bytes.fromhex(data_hex[2:])
         if 2 * len(payload) + 2 != len(data_hex):
             return None
+        raw_tx = item["transactionHash"]
+        raw_number, raw_block, raw_index = (
+            item["blockNumber"], item["blockHash"], item["transactionIndex"]
+        )  # fmt: skip
+        tx = memo.txs.get(raw_tx)
+        if tx is None or tx[0] != raw_number or tx[1] != raw_block or tx[2] != raw_index:
+            tx = memo.txs[raw_tx] = (
+                raw_number, raw_block, raw_index,
+                memo.quantity(raw_number, "log.blockNumber"),
+                memo.hash32(raw_block, "log.blockHash"),
+                memo.hash32(raw_tx, "log.transactionHash"),
+                memo.quantity(raw_index, "log.transactionIndex"),
+            )  # fmt: skip
+        hashes = memo.hashes
         return Log(
             memo.address(item["address"], "log.address"),
-            tuple([memo.hash32(t, "log.topics[]") for t in topics_raw]),
+            tuple([hashes.get(t) or memo.hash32(t, "log.topics[]") for t in topics_raw]),
             payload,
-            memo.quantity(item["blockNumber"], "log.blockNumber"),
-            memo.hash32(item["blockHash"], "log.blockHash"),
-            memo.hash32(item["transactionHash"], "log.transactionHash"),
-            memo.quantity(item["transactionIndex"], "log.transactionIndex"),
+            tx[3],
+            tx[4],
+            tx[5],
+            tx[6],
             memo.quantity(item["logIndex"], "log.logIndex"),
         )
     except (KeyError, TypeError, ValueError):

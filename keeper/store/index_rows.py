@@ -83,16 +83,13 @@ def decoded_args_json(args: Mapping[str, ArgValue]) -> str:
     Safe only because decode_log emits identifier keys and hex/int/bool values,
     none of which needs escaping; it gives the same bytes as encode_args.
     """
-    return (
-        "{"
-        + ",".join(
-            [
-                f'"{k}":{"true" if v else "false"}' if v is True or v is False else f'"{k}":"{v}"'
-                for k, v in args.items()
-            ]
-        )
-        + "}"
-    )
+    parts = []
+    for k, v in args.items():
+        if v is True or v is False:
+            parts.append(f'"{k}":{"true" if v else "false"}')
+        else:
+            parts.append(f'"{k}":"{v}"')
+    return "{" + ",".join(parts) + "}"
 
 
 def _from_json(value: Any) -> ArgValue:
@@ -173,12 +170,14 @@ def _topics_json(topics: tuple[str, ...]) -> str:
 
 def event_row(chain_id: int, e: Event) -> tuple[Any, ...]:
     log = e.log
+    if e.name is None:
+        args, topics = "{}", _topics_json(log.topics)
+    else:  # decoded: the topics are checked hashes and the args need no escaping
+        args, topics = decoded_args_json(e.args), '["' + '","'.join(log.topics) + '"]'
     return (
         chain_id, log.block_hash, log.log_index, log.block_number, e.block_timestamp,
-        log.tx_hash, log.tx_index, e.contract, e.protocol.value, e.name, e.variant, e.subject,
-        decoded_args_json(e.args) if e.name is not None else "{}",
-        '["' + '","'.join(log.topics) + '"]' if e.name is not None else _topics_json(log.topics),
-        "0x" + log.data.hex(),
+        log.tx_hash, log.tx_index, e.contract, str(e.protocol), e.name, e.variant, e.subject,
+        args, topics, "0x" + log.data.hex(),
     )  # fmt: skip
 
 

@@ -88,26 +88,24 @@ class Projections:
             read = known_reads.get((row[0], row[1], row[2], row[4])) or read_from_row(row)
             reads.setdefault((read.contract, read.subject), []).append(read)
 
+        pairs = [((e.log.block_hash, e.log.log_index), e) for e in fresh]
+        known = dict(pairs)
         # the cache keeps the newest entries: a batch larger than it would only
         # evict its own first events, so only its tail is remembered
-        for e in fresh[-self.decoded_max :]:
-            if e.subject is not None:
-                self.remember((e.log.block_hash, e.log.log_index), e)
-        keys = {(e.log.block_hash, e.log.log_index) for e in fresh}
-        lo = min((e.log.block_number for e in fresh), default=1)
-        hi = max((e.log.block_number for e in fresh), default=0)
+        self.remember_all([p for p in pairs[-self.decoded_max :] if p[1].subject is not None])
+        numbers = [e.log.block_number for e in fresh]
+        lo, hi = (min(numbers), max(numbers)) if numbers else (1, 0)
         stored = c.execute(
             "SELECT count(*) FROM events WHERE chain_id = ? AND block_number BETWEEN ? AND ?",
             (cid, lo, hi),
         ).fetchone()[0]
-        if not fresh or stored != len(keys):
+        if not fresh or stored != len(known):
             rows = c.execute(
                 f"SELECT {LOAD_COLS} FROM {tt} t {join} events e ON "
                 f"e.chain_id = ? AND e.contract = t.contract AND e.subject = t.subject "
                 f"{TOKEN_JOIN}",
                 (cid,),
             ).fetchall()
-            known = {(e.log.block_hash, e.log.log_index): e for e in fresh}
             rows.sort(key=lambda r: (r[0], r[1], r[5], r[9]))
             self.write(self.groups(rows, reads, known))
             return
@@ -164,10 +162,11 @@ class Projections:
             for row in group:
                 key = (row[6], row[9])
                 event = known.get(key) or cache.get(key)
-                if event is None or event.protocol.value != row[2] or event.contract != contract:
+                # a StrEnum equals its value
+                if event is None or event.protocol != row[2] or event.contract != contract:
                     event = load_event(row)
                     if use_cache:
-                        self.remember(key, event)
+                        self.remember_all([(key, event)])
                 events.append(event)
                 if row[11] is not None:
                     mine.append(
@@ -176,12 +175,12 @@ class Projections:
                     )  # fmt: skip
             yield (contract, subject), events, mine
 
-    def remember(self, key: tuple[str, int], event: Event) -> None:
+    def remember_all(self, items: list[tuple[tuple[str, int], Event]]) -> None:
         decoded = self.decoded
-        decoded[key] = event
+        decoded.update(items)
         # OrderedDict: popping the oldest is O(1) (a plain dict rescans the
         # deleted slots at its front on every next(iter(...)): quadratic)
-        while len(decoded) > self.decoded_max:
+        for _ in range(len(decoded) - self.decoded_max):
             decoded.popitem(last=False)
 
     def write(self, groups: Iterable[tuple[tuple[str, str], list[Event], list[ChainRead]]]) -> None:

@@ -286,6 +286,44 @@ class TestMalformed:
 
 
 class TestDecodeLogs:
+    @settings(max_examples=50, deadline=None)
+    @given(
+        picks=st.lists(
+            st.tuples(
+                st.sampled_from(SPECS),
+                st.sampled_from(["upper", "short", "not hex", "dropped", "empty", "twice"]),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        data=st.data(),
+    )
+    def test_a_batch_decodes_as_its_logs_do_one_by_one(
+        self, picks: list[tuple[EventSpec, str]], data: st.DataObject
+    ) -> None:
+        """The batch's memo of checked topics changes nothing: each good log is followed by
+        a copy with its topics cased, cut, not hex, one short or none, decoded as alone."""
+        logs = []
+        for spec, mangle in picks:
+            values = {n: data.draw(_strategy(t), label=n) for n, t, _ in spec.inputs}
+            topics, payload = encode_event(spec, values)
+            bad = {
+                "upper": tuple("0x" + t[2:].upper() for t in topics),
+                "short": (*topics[:-1], topics[-1][:-2]),
+                "not hex": (*topics[:-1], topics[-1][:-1] + "g"),
+                "dropped": topics[:-1],
+                "empty": (),
+                "twice": topics,
+            }[mangle]
+            logs += [
+                _log(topics, payload, index=len(logs)),
+                _log(bad, payload, index=len(logs) + 1),
+            ]
+        protocol = picks[0][0].protocol
+        alone = [decode_log(lg, protocol, 5) for lg in logs]
+        assert decode_logs(logs, {CONTRACT: protocol}, {7: 5}) == alone
+        assert alone[0].name == picks[0][0].name  # the comparison is not of unknowns only
+
     def test_batch_keeps_order_skips_foreign_and_uses_block_time(self) -> None:
         """Logs of unconfigured addresses are skipped; each event gets its block's timestamp."""
         spec = spec_for("JobExpired")

@@ -148,6 +148,24 @@ class TestValidateLogs:
         logs = [raw_log(logIndex=hex(i), transactionIndex=hex(i % 2)) for i in range(4)]
         assert validate_logs(logs) == [parse_log(raw) for raw in logs]
 
+    def test_a_transactions_fields_are_each_logs_own(self) -> None:
+        """Logs naming one transaction hash with other block fields get their own values
+        (the fields checked for a transaction's first log are reused only when equal)."""
+        logs = [
+            raw_log(logIndex="0x1"),
+            raw_log(logIndex="0x2", blockNumber="0x11", blockHash=H2),
+            raw_log(logIndex="0x3", transactionIndex="0x7"),
+            raw_log(logIndex="0x4", blockNumber="0x11", blockHash=H2),
+        ]
+        got = validate_logs(logs)
+        assert got == sorted(map(parse_log, logs), key=lambda lg: (lg.block_number, lg.log_index))
+        assert [(lg.block_number, lg.tx_index) for lg in got] == [
+            (16, 0),
+            (16, 7),
+            (17, 0),
+            (17, 0),
+        ]
+
 
 class TestBloom:
     def test_real_block_bloom(self, log_chain: LogChain) -> None:
