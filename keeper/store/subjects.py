@@ -284,10 +284,15 @@ def list_page(
     return Page(items, len(keys), next_key)
 
 
+# An event's arguments are spliced as stored: ``args_json`` is compact JSON written by
+# the index store (keeper.store.index_rows), which ``json()`` would only parse and print
+# again, byte for byte the same (PostgreSQL's ``::json`` keeps the text as it is, too).
+# The object around them is closed by its last value, an integer, so ``rtrim`` takes
+# off exactly its one closing brace.
 _EVENT: Final = (
-    "json_object('name', name, 'variant', variant, 'block_number', block_number, "
+    "rtrim(json_object('name', name, 'variant', variant, 'block_number', block_number, "
     "'block_hash', block_hash, 'block_timestamp', block_timestamp, 'tx_hash', tx_hash, "
-    "'log_index', log_index, 'args', json(args_json))"
+    "'log_index', log_index), '}') || ',\"args\":' || args_json || '}'"
 )
 # where each of a subject's view reads came from; a missing one says why (keeper.domain.reads)
 _READ: Final = (

@@ -14,7 +14,7 @@ from index_builders import ACTORS, JOBS, TASKS, Synth, batch_of
 from keeper.domain.model import BlockHeader
 from keeper.store import queries as q
 from keeper.store import subjects
-from keeper.store.db import Db, connect, dialect
+from keeper.store.db import READ_MMAP_BYTES, Db, connect, dialect
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
 
@@ -177,6 +177,30 @@ class TestOne:
         assert (job["contract_name"], job["verification"], job["intents"]) == (None, None, [])
         assert subjects.detail(conn, "jobs", JOBS, "999999") is None
 
+    def test_events_carry_their_stored_args_as_written(
+        self, indexed: tuple[IndexStore, sqlite3.Connection]
+    ) -> None:
+        """A detail splices each event's ``args_json`` as stored, unparsed: that is only
+        the JSON the previous ``json(args_json)`` printed if the store writes it compact."""
+        _, conn = indexed
+        rows = conn.execute(
+            "SELECT contract, subject, args_json FROM events WHERE subject IS NOT NULL "
+            "ORDER BY contract, subject, block_number, log_index"
+        ).fetchall()
+        assert rows
+        by_subject: dict[tuple[str, str], list[str]] = {}
+        for contract, subject, args in rows:
+            assert json.dumps(json.loads(args), separators=(",", ":")) == args
+            by_subject.setdefault((contract, subject), []).append(args)
+        for (contract, subject), stored in by_subject.items():
+            kind: subjects.Kind = "tasks" if contract == TASKS else "jobs"
+            text = subjects.detail(conn, kind, contract, subject, chain_id=CHAIN)
+            assert text is not None
+            events = json.loads(text)["events"]
+            assert [e["args"] for e in events] == [json.loads(a) for a in stored]
+            for args in stored:
+                assert f'"args":{args}' in text or f'"args" : {args}' in text
+
     def test_task_decodes_verdict_and_extra(
         self, indexed: tuple[IndexStore, sqlite3.Connection]
     ) -> None:
@@ -286,3 +310,14 @@ def test_a_detail_reads_each_table_by_its_subject(tmp_path: Path, kind: subjects
     assert reads, plan
     for line in reads:
         assert line.startswith("SEARCH") and "chain_id=? AND contract=?" in line, plan
+
+
+def test_a_read_only_connection_maps_the_file(tmp_path: Path) -> None:
+    """The API's readers map the file (their page cache is dropped on every commit by the
+    indexer); a SQLite built without memory mapping would answer 0 here."""
+    writer = connect(tmp_path / "mapped.db")
+    migrate(writer)
+    reader = connect(tmp_path / "mapped.db", readonly=True)
+    assert reader.execute("PRAGMA mmap_size").fetchone()[0] == READ_MMAP_BYTES
+    reader.close()
+    writer.close()
