@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.costs import per_event
 from keeper.compose import tune_gc
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log, Protocol
@@ -152,19 +153,14 @@ def stages(path: Path, rounds: int) -> None:
     times = {lg.block_number: 1 for lg in logs}
     events = sum(len(b.events) for b in batches)
 
-    def per_event(fn: Callable[[], Any], n: int) -> float:
-        best = float("inf")
-        for _ in range(rounds):
-            start = time.process_time()
-            fn()
-            best = min(best, time.process_time() - start)
-        return best / n * 1e6
+    def best(fn: Callable[[], Any], n: int) -> float:
+        return per_event(fn, n, rounds)
 
     costs = {
-        "json.loads of the getLogs body": per_event(lambda: json.loads(raw), len(result)),
-        "validate_logs": per_event(lambda: validate_logs(result, addresses=[address]), len(logs)),
-        "decode_logs": per_event(lambda: decode_logs(logs, protocols, times), len(logs)),
-        "apply_batch": per_event(lambda: _apply_all(batches), events),
+        "json.loads of the getLogs body": best(lambda: json.loads(raw), len(result)),
+        "validate_logs": best(lambda: validate_logs(result, addresses=[address]), len(logs)),
+        "decode_logs": best(lambda: decode_logs(logs, protocols, times), len(logs)),
+        "apply_batch": best(lambda: _apply_all(batches), events),
     }
     print(f"{events:,} events in {len(batches)} batches, "
           f"{sum(len(b.reads) for b in batches):,} reads; CPU us per event:")  # fmt: skip

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from support.together import at_once
 
 from keeper.store.db import connect
 from keeper.store.dialects import load_dialects, record_dialects
@@ -30,23 +31,10 @@ def test_daemons_starting_together_record_the_same_rows_without_a_key_error(
     first = connect(url)
     migrate(first)
     conns = [first, connect(url), connect(url)]
-    errors: list[BaseException] = []
-    rounds = 30
-    gate = threading.Barrier(len(conns))
-
-    def start_ups(conn: Any) -> None:
-        for _ in range(rounds):
-            gate.wait()
-            try:
-                record_dialects(conn, CHAIN, DETECTIONS)
-            except BaseException as exc:  # the failure is the finding: keep it for the assert
-                errors.append(exc)
-
-    threads = [threading.Thread(target=start_ups, args=(c,)) for c in conns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    _, errors = at_once(
+        [lambda c=c: record_dialects(c, CHAIN, DETECTIONS) for c in conns],
+        rounds=30,
+    )
     assert errors == []
     assert [d["contract"] for d in load_dialects(first, CHAIN)] == [
         d["contract"] for d in sorted(DETECTIONS, key=lambda d: d["name"])

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_builders import Synth, SynthBlock, batch_of
 from support.postgres import PostgresServer
+from support.together import at_once
 
 from keeper import cli
 from keeper.config import parse_config, redacted
@@ -81,22 +82,7 @@ def test_migrations_started_together_apply_once(postgres_server: PostgresServer)
     """Six connections migrating one empty database at once: no error, one set of versions."""
     url = postgres_server.database()
     conns = [connect(url) for _ in range(6)]
-    start = threading.Barrier(len(conns))
-    applied: list[dict[str, int]] = []
-    errors: list[BaseException] = []
-
-    def run(conn: PgConnection) -> None:
-        start.wait()
-        try:
-            applied.append(migrate(conn))
-        except BaseException as exc:  # collected, asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(c,)) for c in conns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    applied, errors = at_once([lambda c=c: migrate(c) for c in conns])
     assert errors == []
     want = {c: len(component_migrations(c)) for c in COMPONENTS}
     # every migration was applied by exactly one of them
