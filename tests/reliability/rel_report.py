@@ -5,6 +5,11 @@ One process-wide :data:`REPORT` collects what each test measured, per size
 rewritten after every contribution so a run cut short still leaves the figures
 it earned. The files go to ``$RELIABILITY_REPORT_DIR`` (default: the working
 directory, where they are gitignored).
+
+Under pytest-xdist (``make test`` runs two workers) each worker has its own
+collector: it writes its part beside the report, named by the run's id, and the
+report is made from every part of that run, so the last worker to flush leaves
+the whole run's figures.
 """
 
 from __future__ import annotations
@@ -95,9 +100,52 @@ class Report:
         target = directory or report_dir()
         target.mkdir(parents=True, exist_ok=True)
         data = self.as_json()
-        (target / JSON_NAME).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        (target / MD_NAME).write_text(markdown(data))
+        run, worker = (
+            os.environ.get("PYTEST_XDIST_TESTRUNUID"),
+            os.environ.get("PYTEST_XDIST_WORKER"),
+        )
+        if run and worker:
+            _write(target / f".{JSON_NAME}.{run}.{worker}", json.dumps(data))
+            for old in target.glob(f".{JSON_NAME}.*"):
+                if not old.name.startswith(f".{JSON_NAME}.{run}."):
+                    old.unlink(missing_ok=True)  # a part of an earlier run
+            parts = sorted(target.glob(f".{JSON_NAME}.{run}.*"))
+            data = merged([json.loads(p.read_text()) for p in parts])
+        _write(target / JSON_NAME, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        _write(target / MD_NAME, markdown(data))
         return target
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: another worker may be reading it."""
+    part = path.with_name(f".tmp-{os.getpid()}-{path.name}")  # outside the parts' glob
+    part.write_text(text)
+    os.replace(part, path)
+
+
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of several workers' (their ``as_json``): counts added, the worst
+    recovery the worst of all, failed checks listed together."""
+    sizes: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for size, figures in part["sizes"].items():
+            into = sizes.setdefault(size, Figures().as_json())
+            for key, value in figures.items():
+                have = into[key]
+                if key == "crash_worst_recovery_seconds":
+                    into[key] = (
+                        value if have is None else have if value is None else max(have, value)
+                    )
+                elif isinstance(value, dict):
+                    into[key] = {k: have.get(k, 0) + value.get(k, 0)
+                                 for k in sorted({*have, *value})}  # fmt: skip
+                else:
+                    into[key] = have + value
+    return {
+        "generated_at": max((p["generated_at"] for p in parts), default=int(time.time())),
+        "duration_seconds": max((p["duration_seconds"] for p in parts), default=0.0),
+        "sizes": dict(sorted(sizes.items())),
+    }
 
 
 def report_dir() -> Path:

@@ -31,12 +31,3 @@ SIZES = [
         marks=[pytest.mark.slow, pytest.mark.reliability, pytest.mark.timeout(7200)],
     ),
 ]
-# the three tortures that run a devnet daemon for a minute or more even at the fast size
-# (faults, kills, reorgs): both sizes under `make reliability`, none in `make test`, whose
-# 20-minute budget the multi-daemon tests (tests/cluster) now need; what they check
-# quickly is also checked by tests/sync (faults, reorgs, a killed backfill) and tests/cluster
-# (kill -9 under traffic, tables equal a fresh index, one transaction per action)
-TORTURE_SIZES = [
-    pytest.param(FAST, id="fast", marks=[pytest.mark.slow, pytest.mark.reliability]),
-    SIZES[1],
-]

@@ -11,7 +11,7 @@ import pytest
 from rel_checks import converge_and_check, fail
 from rel_daemon import DaemonProc, keeper_traffic
 from rel_report import REPORT
-from rel_sizes import TORTURE_SIZES, Size
+from rel_sizes import SIZES, Size
 from sync_support import write_config
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
@@ -21,7 +21,7 @@ from keeper.devnet.deploy import deploy_all
 EARLY_KILL_SHARE = 0.25
 
 
-@pytest.mark.parametrize("size", TORTURE_SIZES)
+@pytest.mark.parametrize("size", SIZES)
 async def test_sigkill_torture_loses_nothing_and_sends_nothing_twice(
     size: Size, anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
 ) -> None:

@@ -15,7 +15,7 @@ import pytest
 from rel_checks import converge_and_check, fail
 from rel_daemon import DaemonProc, keeper_traffic
 from rel_report import REPORT
-from rel_sizes import TORTURE_SIZES, Size
+from rel_sizes import SIZES, Size
 from support.rpc_proxy import RpcProxy
 from sync_support import write_config
 
@@ -72,7 +72,7 @@ def range_spans(proxy: RpcProxy) -> list[tuple[int, int]]:
     return out
 
 
-@pytest.mark.parametrize("size", TORTURE_SIZES)
+@pytest.mark.parametrize("size", SIZES)
 async def test_a_devnet_run_through_30_percent_faults_and_a_lagging_endpoint(
     size: Size, anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
 ) -> None:

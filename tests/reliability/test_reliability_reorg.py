@@ -16,7 +16,7 @@ from eth_utils.crypto import keccak
 from rel_checks import converge_and_check, fail
 from rel_daemon import DaemonProc, keeper_traffic
 from rel_report import REPORT, Figures
-from rel_sizes import TORTURE_SIZES, Size
+from rel_sizes import SIZES, Size
 from sync_support import write_config
 
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl
@@ -89,7 +89,7 @@ async def synced(daemon: DaemonProc, chain: ChainControl, within: float) -> bool
     return False
 
 
-@pytest.mark.parametrize("size", TORTURE_SIZES)
+@pytest.mark.parametrize("size", SIZES)
 async def test_reorg_torture_converges_and_keeps_every_action(size: Size, tmp_path: Path) -> None:
     """Reorgs of 1..window blocks, some removing keeper txs and verdicts: fresh-backfill tables,
     every due action confirmed on the surviving chain, none twice."""
@@ -158,7 +158,7 @@ async def torture_one_chain(
     assert final.audit.txs >= 3, final
 
 
-@pytest.mark.parametrize("size", TORTURE_SIZES)
+@pytest.mark.parametrize("size", SIZES)
 async def test_reorg_deeper_than_the_window_halts_and_keeps_serving(
     size: Size, anvil: AnvilProcess, chain: ChainControl, tmp_path: Path
 ) -> None:

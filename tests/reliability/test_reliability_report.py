@@ -43,6 +43,35 @@ class TestReport:
         assert "flaky 7" in text and "config 200" in text
         assert text.index("## fast") < text.index("## long")
 
+    def test_workers_of_one_run_make_one_report(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Two xdist workers each flush their own figures: the report adds them up, keeps
+        the worst recovery of both, and leaves out a part an earlier run left behind."""
+        (tmp_path / f".{JSON_NAME}.earlier.gw0").write_text(
+            json.dumps({"generated_at": 1, "duration_seconds": 1.0,
+                        "sizes": {"fast": {"crash_kills_total": 999}}})
+        )  # fmt: skip
+        monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "now")
+        for worker, kills, worst, fault in (("gw0", 20, 0.5, "flaky"), ("gw1", 5, 1.5, "lag")):
+            monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+            report = Report()
+            fig = report.figures("fast")
+            fig.crash_kills_total = fig.crash_kills_survived = kills
+            fig.faults_injected[fault] += 2
+            fig.faults_injected["error"] += 1
+            fig.checks_failed.append(f"seen by {worker}")
+            report.recovery("fast", worst)
+            report.flush(tmp_path)
+        fast = json.loads((tmp_path / JSON_NAME).read_text())["sizes"]["fast"]
+        assert (fast["crash_kills_total"], fast["crash_kills_survived"]) == (25, 25)
+        assert fast["crash_worst_recovery_seconds"] == 1.5
+        assert fast["crash_recoveries_measured"] == 2
+        assert fast["faults_injected"] == {"error": 2, "flaky": 2, "lag": 2}
+        assert fast["checks_failed"] == ["seen by gw0", "seen by gw1"]
+        assert "| crash kills survived | 25 / 25 |" in (tmp_path / MD_NAME).read_text()
+        assert not (tmp_path / f".{JSON_NAME}.earlier.gw0").exists()
+
     def test_failed_checks_are_listed(self, tmp_path: Path) -> None:
         """A failed check recorded by a torture shows up under its size."""
         report = Report()
