@@ -34,7 +34,7 @@ from keeper.domain.lease import (
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.db import TRANSIENT_ERRORS, Db, dialect, session
-from keeper.store.leases import LeaseFence, LeaseStore
+from keeper.store.leases import LeaseFence, LeaseRowBusyError, LeaseStore
 
 __all__ = ["INDEXER", "Leadership"]
 
@@ -88,10 +88,20 @@ class Leadership:
     def attempt(self) -> Outcome:
         """One try at the lease (acquire or renew); a database that is busy counts as a miss."""
         sent = self._clock()
+        t = self.timings
         try:
             tried = self.leases.try_acquire(
-                self.holder, self.node, self.timings.lease_seconds, startup=self._reclaim
-            )
+                self.holder, self.node, t.lease_seconds, startup=self._reclaim,
+                # past the idle-in-transaction bound, so that one frees an idle stalled
+                # writer first; a writer stalled mid-statement is ended after this wait
+                wait_seconds=t.lease_seconds + t.renew_seconds,
+            )  # fmt: skip
+        except LeaseRowBusyError as exc:
+            if exc.ended:
+                log.warning("lease_holder_session_ended", role=self.role, sessions=exc.ended)
+            else:
+                log.warning("lease_try_failed", role=self.role, error=str(exc))
+            out = after_failure(self.state, self._clock())
         except TRANSIENT_ERRORS as exc:  # locked past the busy timeout, a server gone
             log.warning("lease_try_failed", role=self.role, error=str(exc))
             out = after_failure(self.state, self._clock())

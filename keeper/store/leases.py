@@ -15,17 +15,35 @@ holds the only write lock from the check to its COMMIT, so no takeover can
 land in between; on PostgreSQL the check is an UPDATE of the lease row,
 whose row lock a takeover's upsert waits on until the writer commits, and
 READ COMMITTED re-evaluates the takeover's WHERE on the committed row.
+
+A writer stopped between its fence and its COMMIT (SIGSTOP, a frozen VM) keeps
+that row lock. The server ends its session by itself once it idles a lease in
+its transaction, but not one stopped in the middle of a pipelined statement:
+the server counts that session active. So a takeover waits on the lock for at
+most ``wait_seconds``, and then, if the lease has expired by the database
+clock and a session holding the lease table's lock has not moved for a whole
+lease, ends that session (:meth:`LeaseStore.end_stuck_holders`): its
+transaction rolls back, exactly as if the server had timed it out.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+import psycopg
+
 from keeper.domain.lease import Attempt, LeaseRow
 from keeper.errors import KeeperError
 from keeper.store.db import Db, Dialect, dialect
 
-__all__ = ["DB_NOW", "STATEMENTS", "LeaseFence", "LeaseLostError", "LeaseStore"]
+__all__ = [
+    "DB_NOW",
+    "STATEMENTS",
+    "LeaseFence",
+    "LeaseLostError",
+    "LeaseRowBusyError",
+    "LeaseStore",
+]
 
 # seconds since the epoch, by the database's clock (subsecond precision)
 DB_NOW: Final[dict[Dialect, str]] = {
@@ -92,6 +110,30 @@ class LeaseLostError(KeeperError):
     """A write was refused: its writer's epoch no longer holds the lease."""
 
 
+class LeaseRowBusyError(KeeperError):
+    """A try waited out its bound on the lease row's lock (PostgreSQL); ``ended`` lists
+    the stuck sessions it ended, so the next try can get the row."""
+
+    def __init__(self, ended: list[int]) -> None:
+        super().__init__(f"the lease row stayed locked; stuck sessions ended: {ended or 'none'}")
+        self.ended = ended
+
+
+# the sessions a takeover may end: each holds the lease table's row lock, has not
+# changed state for a whole lease (a live writer's statements move it on), and the
+# lease it is waiting for has expired by the database clock
+_STUCK_HOLDERS: Final = (
+    "SELECT a.pid, pg_terminate_backend(a.pid) FROM pg_stat_activity a "
+    "WHERE a.pid <> pg_backend_pid() AND a.datname = current_database() "
+    "AND a.state IN ('active', 'idle in transaction') "
+    "AND a.state_change < clock_timestamp() - make_interval(secs => :lease) "
+    "AND a.pid IN (SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+    "WHERE c.relname = 'keeper_leases' AND l.granted AND l.mode = 'RowExclusiveLock') "
+    "AND EXISTS (SELECT 1 FROM keeper_leases WHERE role = :role AND chain_id = :chain_id "
+    f"AND expires_at < {DB_NOW['postgresql']})"
+)
+
+
 class LeaseStore:
     """The lease of one role on one chain; callers own the connection."""
 
@@ -99,7 +141,8 @@ class LeaseStore:
         self.conn = conn
         self.role = role
         self.chain_id = chain_id
-        self.sql = STATEMENTS[dialect(conn)]
+        self.kind = dialect(conn)
+        self.sql = STATEMENTS[self.kind]
 
     def _key(self, **extra: Any) -> dict[str, Any]:
         return {"role": self.role, "chain_id": self.chain_id, **extra}
@@ -113,12 +156,24 @@ class LeaseStore:
         return float(self.conn.execute(self.sql["now"]).fetchone()[0])
 
     def try_acquire(
-        self, holder: str, node: str, lease_seconds: float, *, startup: bool
+        self,
+        holder: str,
+        node: str,
+        lease_seconds: float,
+        *,
+        startup: bool,
+        wait_seconds: float | None = None,
     ) -> Attempt:
-        """One try at the lease, in one transaction: the row before, the upsert, the row after."""
+        """One try at the lease, in one transaction: the row before, the upsert, the row after.
+
+        ``wait_seconds`` bounds the wait on a PostgreSQL row lock; past it the try
+        ends stuck holders and raises :class:`LeaseRowBusyError`.
+        """
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
+            if wait_seconds is not None and self.kind == "postgresql":
+                c.execute(f"SET LOCAL lock_timeout = {max(1, round(wait_seconds * 1000))}")
             before = self.current()
             c.execute(
                 self.sql["acquire"],
@@ -126,11 +181,20 @@ class LeaseStore:
             )
             after = self.current()
             now = self.now()
+        except psycopg.errors.LockNotAvailable:
+            c.execute("ROLLBACK")
+            raise LeaseRowBusyError(self.end_stuck_holders(lease_seconds)) from None
         except BaseException:
             c.execute("ROLLBACK")
             raise
         c.execute("COMMIT")
         return Attempt(before, after, now)
+
+    def end_stuck_holders(self, lease_seconds: float) -> list[int]:
+        """End the sessions stuck holding the lease row past an expired lease (PostgreSQL);
+        their process ids."""
+        rows = self.conn.execute(_STUCK_HOLDERS, self._key(lease=lease_seconds)).fetchall()
+        return sorted(int(r[0]) for r in rows if r[1])
 
     def holds(self, holder: str, epoch: int) -> bool:
         """The fence: run inside the writer's open transaction, before its writes."""

@@ -139,8 +139,9 @@ def _holds_lease_row_lock(url: str) -> bool:
     its lock until it ends, and its session waits for the client's next statement.
 
     Not a session stopped in the middle of a statement's messages (a pipelined
-    ``executemany``): the server counts that one active, and no timeout ends it (the
-    limit docs/scaling.md states).
+    ``executemany``): the server counts that one active and no timeout ends it; a
+    standby ends it after waiting a lease and a renewal (docs/scaling.md), which
+    tests/cluster/test_lease_stall_postgres.py checks in process.
     """
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(

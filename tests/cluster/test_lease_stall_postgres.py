@@ -7,14 +7,18 @@ daemon's session ends itself after idling a lease inside a transaction
 (``idle_in_transaction_session_timeout``); this is that bound, in process and
 in about a second (the process test is tests/cluster/test_cluster_indexer.py); and
 the lease a standby takes after waiting on that lock runs from the moment it
-got the row, not from the start of its wait.
+got the row, not from the start of its wait. A session the server counts active
+(stopped mid-statement) is ended by the standby that waited on it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from typing import Any
 
+import psycopg
 import pytest
 from support.postgres import PostgresServer
 
@@ -78,3 +82,47 @@ def test_a_standby_takes_over_from_a_leader_stalled_inside_its_fenced_transactio
     finally:
         for conn in conns:
             conn.close()
+
+
+def test_a_leader_stuck_mid_statement_is_ended_by_the_standby_that_waited(
+    postgres_server: PostgresServer,
+) -> None:
+    """A session the server counts active (stopped mid-statement: here a statement that
+    sleeps) is not ended by the idle bound; the standby's try waits a lease and a
+    renewal on the row, then ends that session, and its next try takes the lease."""
+    url = postgres_server.database(migrated=True)
+    conns = [connect(url) for _ in range(2)]
+    timings = {"lease_seconds": LEASE, "renew_seconds": 0.1}
+    a, b = (
+        Leadership(conn, CHAIN, ClusterConfig(node=node, **timings))
+        for conn, node in zip(conns, "ab", strict=True)
+    )
+    stuck = psycopg.connect(url, autocommit=True)
+    try:
+        a.attempt()
+        assert a.leading()
+        # a's fenced write, held open inside one long statement
+        stuck.execute("BEGIN")
+        stuck.execute("UPDATE keeper_leases SET epoch = epoch WHERE holder = %s", (a.holder,))
+        sleeper = threading.Thread(target=_sleep_in, args=(stuck,))
+        sleeper.start()
+        time.sleep(LEASE * 1.2)  # the lease runs out while the statement sits there
+        started = time.monotonic()
+        b.attempt()  # waits out its bound on the row lock, then ends the stuck session
+        waited = time.monotonic() - started
+        assert not b.leading()
+        assert waited >= LEASE, waited
+        sleeper.join(10)
+        assert stuck.closed or stuck.broken
+        b.attempt()
+        assert b.leading() and b.epoch == 2
+    finally:
+        stuck.close()
+        for conn in conns:
+            conn.close()
+
+
+def _sleep_in(conn: psycopg.Connection[Any]) -> None:
+    """A statement that does not end by itself; the session is ended from outside."""
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("SELECT pg_sleep(60)")
