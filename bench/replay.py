@@ -108,19 +108,18 @@ class _TimedConnection(sqlite3.Connection):
 
     spent: defaultdict[str, float] = defaultdict(float)
 
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+    def _timed(self, sql: str, call: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
         start = time.process_time()
         try:
-            return super().execute(sql, *args)
+            return call()
         finally:
             self.spent[sql[:60]] += time.process_time() - start
 
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        return self._timed(sql, lambda: super(_TimedConnection, self).execute(sql, *args))
+
     def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        start = time.process_time()
-        try:
-            return super().executemany(sql, *args)
-        finally:
-            self.spent[sql[:60]] += time.process_time() - start
+        return self._timed(sql, lambda: super(_TimedConnection, self).executemany(sql, *args))
 
 
 def _apply_all(batches: list[Batch], factory: type[sqlite3.Connection] | None = None) -> None:
