@@ -38,6 +38,9 @@ from keeper.store.leases import LeaseFence, LeaseRowBusyError, LeaseStore
 
 __all__ = ["INDEXER", "Leadership"]
 
+# a try that counts as a miss: locked past the busy timeout or the row's wait, a server gone
+_MISSES: tuple[type[Exception], ...] = (LeaseRowBusyError, *TRANSIENT_ERRORS)
+
 log = get_logger(__name__)
 
 INDEXER = "indexer"
@@ -96,14 +99,12 @@ class Leadership:
                 # writer first; a writer stalled mid-statement is ended after this wait
                 wait_seconds=t.lease_seconds + t.renew_seconds,
             )  # fmt: skip
-        except LeaseRowBusyError as exc:
-            if exc.ended:
-                log.warning("lease_holder_session_ended", role=self.role, sessions=exc.ended)
+        except _MISSES as exc:
+            ended = exc.ended if isinstance(exc, LeaseRowBusyError) else []
+            if ended:
+                log.warning("lease_holder_session_ended", role=self.role, sessions=ended)
             else:
                 log.warning("lease_try_failed", role=self.role, error=str(exc))
-            out = after_failure(self.state, self._clock())
-        except TRANSIENT_ERRORS as exc:  # locked past the busy timeout, a server gone
-            log.warning("lease_try_failed", role=self.role, error=str(exc))
             out = after_failure(self.state, self._clock())
         else:
             self._reclaim = False
