@@ -120,12 +120,14 @@ class LeaseRowBusyError(KeeperError):
 
 
 # the sessions a takeover may end: each holds the lease table's row lock, has not
-# changed state for a whole lease (a live writer's statements move it on), and the
-# lease it is waiting for has expired by the database clock
+# changed state for a whole lease (a live writer's statements move it on), is not
+# itself waiting on a lock (another standby's try holds the table's lock while it
+# waits for the row), and the lease it is waiting for has expired by the database clock
 _STUCK_HOLDERS: Final = (
     "SELECT a.pid, pg_terminate_backend(a.pid) FROM pg_stat_activity a "
     "WHERE a.pid <> pg_backend_pid() AND a.datname = current_database() "
     "AND a.state IN ('active', 'idle in transaction') "
+    "AND a.wait_event_type IS DISTINCT FROM 'Lock' "
     "AND a.state_change < clock_timestamp() - make_interval(secs => :lease) "
     "AND a.pid IN (SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
     "WHERE c.relname = 'keeper_leases' AND l.granted AND l.mode = 'RowExclusiveLock') "

@@ -98,6 +98,8 @@ def test_a_leader_stuck_mid_statement_is_ended_by_the_standby_that_waited(
         for conn, node in zip(conns, "ab", strict=True)
     )
     stuck = psycopg.connect(url, autocommit=True)
+    waiter = psycopg.connect(url, autocommit=True)  # another standby's try, waiting on the row
+    waited_out: list[BaseException | None] = []
     try:
         a.attempt()
         assert a.leading()
@@ -106,6 +108,8 @@ def test_a_leader_stuck_mid_statement_is_ended_by_the_standby_that_waited(
         stuck.execute("UPDATE keeper_leases SET epoch = epoch WHERE holder = %s", (a.holder,))
         sleeper = threading.Thread(target=_sleep_in, args=(stuck,))
         sleeper.start()
+        other = threading.Thread(target=_write_lease_row, args=(waiter, a.holder, waited_out))
+        other.start()
         time.sleep(LEASE * 1.2)  # the lease runs out while the statement sits there
         started = time.monotonic()
         b.attempt()  # waits out its bound on the row lock, then ends the stuck session
@@ -114,10 +118,15 @@ def test_a_leader_stuck_mid_statement_is_ended_by_the_standby_that_waited(
         assert waited >= LEASE, waited
         sleeper.join(10)
         assert stuck.closed or stuck.broken
+        # the other waiter had held the table's lock as long, but was waiting, not stuck:
+        # it got the row once the stuck session was gone
+        other.join(10)
+        assert waited_out == [None] and not waiter.broken
         b.attempt()
         assert b.leading() and b.epoch == 2
     finally:
         stuck.close()
+        waiter.close()
         for conn in conns:
             conn.close()
 
@@ -126,3 +135,15 @@ def _sleep_in(conn: psycopg.Connection[Any]) -> None:
     """A statement that does not end by itself; the session is ended from outside."""
     with contextlib.suppress(psycopg.Error):
         conn.execute("SELECT pg_sleep(60)")
+
+
+def _write_lease_row(
+    conn: psycopg.Connection[Any], holder: str, outcome: list[BaseException | None]
+) -> None:
+    """An UPDATE of the lease row that waits on its lock for as long as it is held."""
+    try:
+        conn.execute("UPDATE keeper_leases SET epoch = epoch WHERE holder = %s", (holder,))
+    except psycopg.Error as exc:
+        outcome.append(exc)
+    else:
+        outcome.append(None)
