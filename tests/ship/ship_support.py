@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+# the tests of this folder take it from here, with the rest of their helpers
+from keeper.devnet.anvil import free_port as free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,12 +115,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     env.pop("PYTHONPATH", None)
     env.update(extra)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Final
+
+from keeper.devnet.anvil import free_port
 
 BIN: Final = Path(os.environ.get("KEEPER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
@@ -30,19 +31,13 @@ def pg_ctl_args(root: Path, data: Path, port: int, action: str) -> list[str]:
     return [*args, action]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PostgresServer:
     """initdb + pg_ctl start on 127.0.0.1; ``database()`` hands out fresh databases."""
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="keeper-pg-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.as_root = os.geteuid() == 0
         self._names = itertools.count(1)
         self._migrated = ""
@@ -133,7 +128,7 @@ class PostgresStandby:
         self.primary = primary
         self.root = Path(tempfile.mkdtemp(prefix="keeper-pg-standby-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = free_port()
 
     def start(self) -> PostgresStandby:
         if self.primary.as_root:
