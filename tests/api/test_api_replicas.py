@@ -19,11 +19,12 @@ from typing import Any
 import psycopg
 import pytest
 from api_world import ACP, CHAIN_ID, TM, World, build_world
-from support.postgres import PostgresServer, PostgresStandby, _free_port
+from support.postgres import PostgresServer, PostgresStandby
 
 from keeper.api.replicas import PRIMARY, ReadConnection, ReadTargets
 from keeper.config import Config, parse_config
 from keeper.daemon import Daemon
+from keeper.devnet.anvil import free_port
 from keeper.errors import ConfigError
 from keeper.store.db import connect
 from keeper.store.pg import PgConnection
@@ -46,7 +47,7 @@ def replicated(postgres_server: PostgresServer, standby: PostgresStandby) -> Wor
 
 
 def _dead_url() -> str:
-    return f"postgresql://postgres@127.0.0.1:{_free_port()}/postgres"
+    return f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
 
 
 def _config(primary: str, read_urls: list[str], **sections: Any) -> Config:
@@ -58,7 +59,7 @@ def _config(primary: str, read_urls: list[str], **sections: Any) -> Config:
         ],
         "database": {"url": primary, "read_urls": read_urls},
         "indexer": {"enabled": False},
-        "api": {"listen": f"127.0.0.1:{_free_port()}"},
+        "api": {"listen": f"127.0.0.1:{free_port()}"},
         **sections,
     }
     return parse_config(raw, {})
@@ -286,7 +287,7 @@ def test_a_reader_that_fell_back_returns_to_the_standby_once_it_answers(
     """read0 names a database the standby does not have yet: pages go to the primary;
     once the database is created on the primary and replayed, the reader moves back."""
     primary = str(replicated.path)
-    name = f"later_{_free_port()}"
+    name = f"later_{free_port()}"
     targets = ReadTargets(primary, [standby.url(name)], retry_preferred_seconds=0.2)
     conn = ReadConnection(targets)
     try:
@@ -315,7 +316,7 @@ def test_keeper_run_as_an_api_only_daemon_on_the_standby(
     world from read0, indexes nothing, never shows a password and stops on SIGTERM."""
     primary = str(replicated.path)
     with_password = lambda url: url.replace("postgres@", "postgres:hunter2pw@")  # noqa: E731
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "keeper.toml"
     config.write_text(
         f"[chain]\nchain_id = {CHAIN_ID}\nrpc_urls = [{json.dumps(module_anvil.url)}]\n"
