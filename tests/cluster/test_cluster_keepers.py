@@ -74,6 +74,38 @@ def _signed_per_action(db: str) -> Counter[tuple[str, str, str]]:
         conn.close()
 
 
+def _history(db: str, keys: list[tuple[str, str, str]]) -> list[dict[str, object]]:
+    """The intent row and every attempt of each action in ``keys``: what a failure shows."""
+    conn = connect(db)
+    try:
+        out: list[dict[str, object]] = []
+        for contract, subject, action in keys:
+            intent = conn.execute(
+                "SELECT id, status, outcome, detail, attempts, claimed_by FROM keeper_intents"
+                " WHERE contract = ? AND subject = ? AND action = ?",
+                (contract, subject, action),
+            ).fetchone()
+            attempts = conn.execute(
+                "SELECT a.tx_hash, a.signer, a.nonce, a.kind, a.status, a.receipt_status,"
+                " a.created_at FROM keeper_attempt_intents l JOIN keeper_attempts a"
+                " ON a.id = l.attempt_id WHERE l.intent_id = ? ORDER BY a.id",
+                (intent[0],),
+            ).fetchall()
+            out.append({"intent": tuple(intent), "attempts": [tuple(a) for a in attempts]})
+        return out
+    finally:
+        conn.close()
+
+
+def _said(daemons: list[DaemonProc], history: list[dict[str, object]]) -> dict[str, list[str]]:
+    """Each daemon's log lines that name one of the attempts in ``history``."""
+    hashes = {str(a[0]) for h in history for a in h["attempts"]}  # type: ignore[attr-defined]
+    return {
+        d.log.name: [ln for ln in d.output().splitlines() if any(x in ln for x in hashes)]
+        for d in daemons
+    }
+
+
 async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
     anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, database: str
 ) -> None:
@@ -152,7 +184,10 @@ async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
         assert all(effective[k] == 1 for k in mined), (mined, effective)
         signed = _signed_per_action(db)
         assert len(signed) >= 5, signed  # the keepers had work
-        assert all(n == 1 for n in signed.values()), {k: n for k, n in signed.items() if n > 1}
+        twice = [k for k, n in signed.items() if n > 1]
+        if twice:
+            history = _history(db, twice)
+            raise AssertionError(("signed twice", history, _said(daemons, history)))
     finally:
         if traffic is not None:
             traffic.cancel()
