@@ -72,8 +72,9 @@ DEFAULT_KEEP_MARGIN: Final = 16
 DEFAULT_DECODED_CACHE: Final = 5_000
 ZERO_HASH: Final = "0x" + "00" * 32
 WRITER_CACHE_KIB: Final = 16_384
-# A write meeting a lost PostgreSQL server is tried this many times in all; each
-# try's reconnect already waits for the server (keeper.store.pg.RECONNECT_SECONDS).
+# A write meeting a lost PostgreSQL session is tried this many times in all (a
+# terminated backend or a pooler's reset: the next session takes it at once); a
+# server still down past them is the caller's loop's to wait out (keeper.store.pg).
 WRITE_ATTEMPTS: Final = 3
 
 # table -> columns excluded from dump() because they depend on when the index was built

@@ -13,9 +13,14 @@ side by side (:func:`keeper.store.db.dialect`).
 A lost server (a restart, a failover, a cut network) surfaces as
 :class:`DatabaseUnavailableError` on the statement that met it; the open
 transaction is gone with the server, so a batch is all or nothing as on
-SQLite. The next statement outside a transaction reconnects on its own,
-retrying for :data:`RECONNECT_SECONDS` before giving up. Session state
-(temporary tables) is set up again on every new session.
+SQLite. The next statement outside a transaction reconnects on its own, with
+one try: the store is synchronous and runs on the daemon's event loop, so a
+reconnect that waited for the server would stall every other loop (and a
+stop) for as long; a try that fails is a :class:`DatabaseUnavailableError`,
+which the caller's loop retries after its own, asynchronous, backoff. Only the
+first connection waits for the server, for :data:`FIRST_CONNECT_SECONDS` (a
+daemon started beside its database). Session state (temporary tables) is set
+up again on every new session.
 """
 
 from __future__ import annotations
@@ -34,16 +39,16 @@ from keeper.errors import RetryableError
 from keeper.obs.redact import redact_url
 
 __all__ = [
-    "RECONNECT_SECONDS",
+    "FIRST_CONNECT_SECONDS",
     "DatabaseUnavailableError",
     "PgConnection",
     "PgRow",
     "translate",
 ]
 
-# How long a statement outside a transaction waits for the server to come back
-# (a restart or a failover): past that the error reaches the caller.
-RECONNECT_SECONDS: Final = 30.0
+# How long the first connection waits for the server (started at the same time as the
+# daemon); a reconnect later tries once (module docstring).
+FIRST_CONNECT_SECONDS: Final = 30.0
 CONNECT_TIMEOUT_SECONDS: Final = 5
 
 
@@ -181,7 +186,7 @@ class PgConnection:
         self._in_tx = False
         # sessions opened so far: 1 plus one per reconnect
         self.sessions = 0
-        self._conn = self._connect_retrying()
+        self._conn = self._connect_waiting()
 
     # --- the sqlite3.Connection subset -------------------------------------------------
 
@@ -244,7 +249,10 @@ class PgConnection:
                 "the PostgreSQL session was lost inside a transaction: it was rolled back"
             )
         self._in_tx = False
-        self._conn = self._connect_retrying()
+        try:
+            self._conn = self._connect()
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(str(exc)) from None
         return self._conn
 
     def _lost(self, exc: psycopg.Error, sql: str) -> Exception:
@@ -261,10 +269,15 @@ class PgConnection:
             )
         return exc
 
-    def _connect_retrying(self) -> psycopg.Connection[PgRow]:
+    def _unavailable(self, why: str) -> DatabaseUnavailableError:
+        return DatabaseUnavailableError(
+            f"cannot connect to PostgreSQL at {redact_url(self.url)}: {why}"
+        )
+
+    def _connect_waiting(self) -> psycopg.Connection[PgRow]:
         last = ""
         for attempt in Retrying(
-            stop=stop_after_delay(RECONNECT_SECONDS),
+            stop=stop_after_delay(FIRST_CONNECT_SECONDS),
             wait=wait_exponential(multiplier=0.05, max=2.0),
             retry=retry_if_exception_type(psycopg.OperationalError),
             retry_error_callback=lambda _state: None,
@@ -277,9 +290,7 @@ class PgConnection:
                     if _fatal(exc):
                         break
                     raise
-        raise DatabaseUnavailableError(
-            f"cannot connect to PostgreSQL at {redact_url(self.url)}: {last}"
-        )
+        raise self._unavailable(last)
 
     def _connect(self) -> psycopg.Connection[PgRow]:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -103,7 +104,9 @@ def test_a_crash_restart_mid_stream_loses_and_duplicates_nothing(
     postgres_server: PostgresServer,
 ) -> None:
     """pg_ctl restart -m immediate under a stream of batches: each batch is all or nothing,
-    the store reconnects by itself and the final tables equal a single clean run."""
+    the store reconnects by itself once the server is back (a batch that met it down
+    is applied again, as the daemon's index loop does) and the final tables equal a
+    single clean run."""
     url = postgres_server.database()
     conn = connect(url)
     migrate(conn)
@@ -113,10 +116,22 @@ def test_a_crash_restart_mid_stream_loses_and_duplicates_nothing(
     failures: list[BaseException] = []
     progress = threading.Event()
 
+    refused: list[DatabaseUnavailableError] = []
+
     def stream() -> None:
         try:
             for i in range(0, len(blocks), 2):
-                store.apply_batch(batch_of(blocks[i : i + 2], finalized=max(i - 10, 0)))
+                batch = batch_of(blocks[i : i + 2], finalized=max(i - 10, 0))
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        store.apply_batch(batch)
+                        break
+                    except DatabaseUnavailableError as exc:  # the server is restarting
+                        if time.monotonic() > deadline:
+                            raise
+                        refused.append(exc)
+                        time.sleep(0.1)
                 if i >= 20:
                     progress.set()
         except BaseException as exc:  # asserted below
@@ -165,6 +180,31 @@ def test_a_lost_server_inside_a_transaction_is_an_error_not_a_silent_reconnect(
     conn.execute("ROLLBACK")
     assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
     assert conn.sessions == 2
+
+
+def test_a_reconnect_tries_once_and_leaves_the_waiting_to_the_callers_loop(
+    postgres_server: PostgresServer,
+) -> None:
+    """While the server is down a statement fails at once (the store runs on the daemon's
+    event loop: a reconnect that waited would stall every loop); once it is back, the
+    next statement reconnects. Here the server comes back a few seconds after the
+    stop: a reconnect that waited for it would have succeeded instead of failing."""
+    url = postgres_server.database()
+    conn = PgConnection(url)
+    assert conn.execute("SELECT 1").fetchone()[0] == 1
+    postgres_server.pg_ctl("stop", "-m", "fast", "-w")
+    back = threading.Timer(4.0, postgres_server.pg_ctl, ("start", "-w"))
+    back.start()
+    try:
+        with pytest.raises(DatabaseUnavailableError, match="went away"):
+            conn.execute("SELECT 1")  # the session ended with the server
+        with pytest.raises(DatabaseUnavailableError, match="cannot connect"):
+            conn.execute("SELECT 1")  # one try, while the server is still down
+    finally:
+        back.join()
+    assert conn.execute("SELECT 2").fetchone()[0] == 2
+    assert conn.sessions == 2
+    conn.close()
 
 
 def test_the_url_and_its_password_are_never_shown(
