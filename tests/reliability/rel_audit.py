@@ -1,9 +1,10 @@
 """After-the-fact checks on the chain and the database, independent of the keeper's own books.
 
-- ``audit_keeper``: every transaction the keeper's address got mined on the
-  canonical chain, decoded from its calldata (single calls and Multicall3
-  batches), with the subjects it actually moved (a log from the target
-  contract whose first indexed topic is the subject);
+- ``audit_keeper``: every transaction the keeper's addresses (one, or several
+  sharing the work) got mined on the canonical chain, decoded from its
+  calldata (single calls and Multicall3 batches), with the subjects it
+  actually moved (a log from the target contract whose first indexed topic is
+  the subject);
 - ``effect_repeats``: keeper-only effect events (JobExpired, TaskExpired,
   EvaluatorTimedOut) seen more than once for one subject in an index;
 - ``due_now``: what the planner would still do at the node's head, computed
@@ -50,6 +51,7 @@ def _sel(signature: str) -> str:
 
 _ACTIONS: dict[str, tuple[str, str]] = {
     _sel("claimRefund(uint256)"): ("claimRefund", "uint256"),
+    _sel("claimRefund(uint256,bytes)"): ("claimRefund", "uint256"),
     _sel("finalizeVerdict(bytes32)"): ("finalizeVerdict", "bytes32"),
     _sel("refundExpired(bytes32)"): ("refundExpired", "bytes32"),
     _sel("refundExpired(bytes32,uint256)"): ("refundExpired", "bytes32"),
@@ -92,7 +94,7 @@ class KeeperAudit:
     txs: int = 0
     cancels: int = 0
     reverted: int = 0
-    per_nonce: Counter[int] = field(default_factory=Counter)
+    per_nonce: Counter[tuple[str, int]] = field(default_factory=Counter)  # (sender, nonce)
     mined: Counter[ActionKey] = field(default_factory=Counter)
     effective: Counter[ActionKey] = field(default_factory=Counter)
     late: Counter[ActionKey] = field(default_factory=Counter)
@@ -116,17 +118,22 @@ class KeeperAudit:
         return {k: n for k, n in self.mined.items() if self.late[k] or self.effective[k] > 1}
 
 
-def audit_keeper(url: str, keeper: str, first_block: int, last_block: int) -> KeeperAudit:
-    """Walk blocks ``first_block..last_block`` and audit every transaction from ``keeper``."""
-    keeper = keeper.lower()
+def audit_keeper(
+    url: str, keeper: str | Collection[str], first_block: int, last_block: int
+) -> KeeperAudit:
+    """Walk blocks ``first_block..last_block`` and audit every transaction from ``keeper``
+    (or from any of several keepers, in one block order: a send by one after another's
+    took effect is a duplicate too)."""
+    senders = {keeper.lower()} if isinstance(keeper, str) else {k.lower() for k in keeper}
     out = KeeperAudit()
     for number in range(first_block, last_block + 1):
         block: dict[str, Any] = rpc_call(url, "eth_getBlockByNumber", [hex(number), True])
         for tx in block["transactions"]:
-            if str(tx["from"]).lower() != keeper:
+            sender = str(tx["from"]).lower()
+            if sender not in senders:
                 continue
             out.txs += 1
-            out.per_nonce[int(tx["nonce"], 16)] += 1
+            out.per_nonce[sender, int(tx["nonce"], 16)] += 1
             to = str(tx.get("to") or "").lower()
             calls = decode_calls(to, bytes.fromhex(str(tx["input"])[2:]))
             if not calls:
