@@ -88,6 +88,8 @@ class ChainConfig:
 
 
 DEFAULT_DATABASE_PATH = "data/keeper.db"
+# a standby further behind than this serves no API page (keeper.api.replicas)
+DEFAULT_REPLICA_LAG_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +98,14 @@ class DatabaseConfig:
 
     ``read_urls`` (PostgreSQL standbys of ``url``, secrets too) serve the API's
     pages on a daemon that does not index; the indexer, keeper and verifier
-    always work on ``url`` (docs/scaling.md, read replicas).
+    always work on ``url`` (docs/scaling.md, read replicas). A standby whose replay
+    lags more than ``max_replica_lag_seconds`` serves no page until it catches up.
     """
 
     path: v.NonEmptyStr = DEFAULT_DATABASE_PATH
     url: v.DatabaseUrl = ""
     read_urls: v.DatabaseUrls = ()
+    max_replica_lag_seconds: v.PosFloat = DEFAULT_REPLICA_LAG_SECONDS
 
     @property
     def target(self) -> str:

@@ -80,7 +80,11 @@ class Daemon:
         # keeper or the verifier, which read and write the primary only (self.c.conn)
         self.read_targets: ReadTargets | None = None
         if cfg.database.read_urls:
-            self.read_targets = ReadTargets(cfg.database.url, cfg.database.read_urls)
+            self.read_targets = ReadTargets(
+                cfg.database.url,
+                cfg.database.read_urls,
+                max_lag_seconds=cfg.database.max_replica_lag_seconds,
+            )
 
     # status for the API
     def status(self) -> Mapping[str, Any]:

@@ -14,10 +14,14 @@ verifier are handed the primary's connection by :func:`keeper.compose.build`
 and never see a :class:`ReadTargets`: a keeper acting on a stale replica
 could act twice (OpenZeppelin Relayer's stale-read double sends).
 
-A standby that does not answer is skipped (a log line and
+A standby that does not answer, that answers as a primary (promoted: it no
+longer follows the primary the writers use), or that lags past
+``[database] max_replica_lag_seconds`` is skipped (a log line and
 ``keeper_database_read_fallbacks_total``), the next one or the primary is
-used, and the choice is made again on the next page; nothing here raises past
-the page that met the failure.
+used, and the choice is made again on the next page; a reader on a standby
+looks at its health again between pages, at most every
+:data:`RECHECK_SECONDS`. Nothing here raises past the page that met the
+failure.
 """
 
 from __future__ import annotations
@@ -32,13 +36,23 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from keeper.config import DEFAULT_REPLICA_LAG_SECONDS
 from keeper.obs.logging import get_logger
 from keeper.store.db import Db, DbCursor, connect
 from keeper.store.pg import DatabaseUnavailableError, PgConnection
 
-__all__ = ["PRIMARY", "Lag", "ReadConnection", "ReadTargets", "ReplicaCollector"]
+__all__ = [
+    "PRIMARY",
+    "Lag",
+    "ReadConnection",
+    "ReadTargets",
+    "ReplicaCollector",
+    "refusal",
+]
 
 PRIMARY: Final = "primary"
+# a reader on a standby checks between pages, at most this often, that it may stay
+RECHECK_SECONDS: Final = 1.0
 # a standby that takes longer than this to accept a connection is skipped for this page
 PROBE_TIMEOUT_SECONDS: Final = 2
 # a reader that fell back (to a later standby or the primary) tries the first choice
@@ -54,6 +68,26 @@ _LAG_SQL: Final = (
     "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8, "
     "pg_last_wal_replay_lsn() - '0/0'::pg_lsn"
 )
+
+
+# what a page's reader asks a standby before and while it reads there: is it still a
+# standby, and how far behind is its replay? Everything received is replayed: 0 (an idle
+# primary commits nothing, and the replay timestamp ages without anything missing);
+# else the age of the last transaction replayed
+_HEALTH_SQL: Final = (
+    "SELECT pg_is_in_recovery(), CASE WHEN pg_last_wal_receive_lsn()"
+    " IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0 ELSE"
+    " extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END::float8"
+)
+
+
+def refusal(standby: bool, lag_seconds: float | None, ceiling: float) -> str | None:
+    """Why pages must not be read from a target in this state; None: they may."""
+    if not standby:
+        return "not in recovery (promoted): it no longer follows the primary"
+    if lag_seconds is not None and lag_seconds > ceiling:
+        return f"replay {lag_seconds:.1f} s behind, over the {ceiling:g} s ceiling"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +119,11 @@ class ReadTargets:
         read_urls: Sequence[str],
         *,
         retry_preferred_seconds: float = RETRY_PREFERRED_SECONDS,
+        max_lag_seconds: float = DEFAULT_REPLICA_LAG_SECONDS,
     ) -> None:
         self.primary = primary
         self.retry_preferred_seconds = retry_preferred_seconds
+        self.max_lag_seconds = max_lag_seconds
         self.replicas = tuple((f"read{i}", url) for i, url in enumerate(read_urls))
         self._lock = threading.Lock()
         self._fallbacks: dict[str, int] = {name: 0 for name, _ in self.replicas}
@@ -100,10 +136,14 @@ class ReadTargets:
         return self.replicas[0][0] if self.replicas else PRIMARY
 
     def open(self) -> tuple[str, Db]:
-        """A read-only connection to the first standby that answers, else the primary."""
+        """A read-only connection to the first standby that answers and may serve (still a
+        standby, within the lag ceiling), else the primary."""
         for name, url in self.replicas:
             try:
-                _probe(url)
+                why = self._refusal(_probe(url))
+                if why is not None:
+                    self.skipped(name, why)
+                    continue
                 conn = PgConnection(url, readonly=True)
             except (psycopg.Error, DatabaseUnavailableError) as exc:
                 self.fell_back(name, exc)
@@ -113,10 +153,29 @@ class ReadTargets:
         self._chosen(PRIMARY)
         return PRIMARY, connect(self.primary, readonly=True)
 
+    def may_stay(self, name: str, conn: Db) -> bool:
+        """Between pages: whether a reader on standby ``name`` may read its next page there."""
+        row = conn.execute(_HEALTH_SQL).fetchone()
+        why = self._refusal((bool(row[0]), None if row[1] is None else float(row[1])))
+        if why is not None:
+            self.skipped(name, why)
+        return why is None
+
+    def _refusal(self, health: tuple[bool, float | None]) -> str | None:
+        return refusal(health[0], health[1], self.max_lag_seconds)
+
     def fell_back(self, name: str, exc: BaseException) -> None:
+        self._count(name)
+        _log.warning("database_replica_unavailable", replica=name, error=_kind(exc))
+
+    def skipped(self, name: str, why: str) -> None:
+        """A standby that answers but may not serve pages now."""
+        self._count(name)
+        _log.warning("database_replica_skipped", replica=name, reason=why)
+
+    def _count(self, name: str) -> None:
         with self._lock:
             self._fallbacks[name] += 1
-        _log.warning("database_replica_unavailable", replica=name, error=_kind(exc))
 
     def fallbacks(self) -> dict[str, int]:
         with self._lock:
@@ -197,6 +256,7 @@ class ReadConnection:
         self._targets = targets
         self._conn: Db | None = None
         self._opened = 0.0
+        self._checked = 0.0
         self._reopen()
 
     def execute(self, sql: str, parameters: Any = (), /) -> DbCursor:
@@ -205,7 +265,7 @@ class ReadConnection:
             if _is_end(sql):
                 return _NoResult()
             conn = self._reopen()
-        elif not conn.in_transaction and self._retry_due():
+        elif not conn.in_transaction and (self._retry_due() or not self._may_stay(conn)):
             conn.close()
             conn = self._reopen()
         began_outside = not conn.in_transaction
@@ -244,8 +304,19 @@ class ReadConnection:
     def _reopen(self) -> Db:
         self.name, conn = self._targets.open()
         self._conn = conn
-        self._opened = time.monotonic()
+        self._opened = self._checked = time.monotonic()
         return conn
+
+    def _may_stay(self, conn: Db) -> bool:
+        """On a standby, every RECHECK_SECONDS: still one, and within the lag ceiling (a
+        standby that stopped answering is found by the statement itself)."""
+        if self.name == PRIMARY or time.monotonic() - self._checked < RECHECK_SECONDS:
+            return True
+        self._checked = time.monotonic()
+        try:
+            return self._targets.may_stay(self.name, conn)
+        except DatabaseUnavailableError:
+            return True  # the page's own statement meets it and moves on
 
     def _retry_due(self) -> bool:
         if self.name == self._targets.preferred:
@@ -298,17 +369,20 @@ class ReplicaCollector(Collector):
             ),
             CounterMetricFamily(
                 "keeper_database_read_fallbacks",
-                "Times an API read skipped this replica (it did not answer) for the next "
-                "one or the primary.",
+                "Times an API read skipped this replica for the next one or the primary: it "
+                "did not answer, answered as a primary, or lagged past the ceiling.",
                 labels=labels,
             ),
         )
 
 
-def _probe(url: str) -> None:
-    """Fail fast on a standby that is down (a ``PgConnection`` would retry for 30 s)."""
+def _probe(url: str) -> tuple[bool, float | None]:
+    """A standby's health (``_HEALTH_SQL``), failing fast on one that is down (a new
+    ``PgConnection`` waits for its server)."""
     with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
-        conn.execute("SELECT 1")
+        row = conn.execute(_HEALTH_SQL).fetchone()
+    assert row is not None
+    return bool(row[0]), None if row[1] is None else float(row[1])
 
 
 def _primary_lsn(url: str) -> int | None:

@@ -19,9 +19,10 @@ from typing import Any
 import psycopg
 import pytest
 from api_world import ACP, CHAIN_ID, TM, World, build_world
+from structlog.testing import capture_logs
 from support.postgres import PostgresServer, PostgresStandby
 
-from keeper.api.replicas import PRIMARY, ReadConnection, ReadTargets
+from keeper.api.replicas import PRIMARY, ReadConnection, ReadTargets, refusal
 from keeper.config import Config, parse_config
 from keeper.daemon import Daemon
 from keeper.devnet.anvil import free_port
@@ -373,3 +374,88 @@ def _get_status(port: int, path: str) -> int:
         return exc.code
     except OSError:
         return 0
+
+
+@pytest.mark.parametrize(
+    ("standby", "lag", "why"),
+    [
+        (True, None, None),
+        (True, 0.0, None),
+        (True, 2.0, None),
+        (True, 2.5, "replay 2.5 s behind, over the 2 s ceiling"),
+        (False, 0.0, "not in recovery (promoted): it no longer follows the primary"),
+    ],
+)
+def test_when_a_target_may_serve_pages(standby: bool, lag: float | None, why: str | None) -> None:
+    assert refusal(standby, lag, 2.0) == why
+
+
+def _write_on(primary: str) -> None:
+    with psycopg.connect(primary, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS lag_probe (at DOUBLE PRECISION)")
+        conn.execute("INSERT INTO lag_probe VALUES (%s)", (time.time(),))
+
+
+def _skips(logs: list[dict[str, Any]]) -> list[str]:
+    return [str(e["reason"]) for e in logs if e["event"] == "database_replica_skipped"]
+
+
+def test_a_standby_lagging_past_the_ceiling_serves_no_page_until_it_catches_up(
+    replicated: World, standby: PostgresStandby
+) -> None:
+    """Replay paused on the standby while the primary commits: a reader on it moves to
+    the primary at its next page, a new reader does not pick it, and both come back
+    once it has replayed everything."""
+    primary = str(replicated.path)
+    targets = ReadTargets(
+        primary, [standby.on_standby(primary)], retry_preferred_seconds=0.2, max_lag_seconds=0.5
+    )
+    staying = ReadConnection(targets)
+    assert staying.name == "read0"
+    admin = psycopg.connect(standby.url(), autocommit=True)
+    try:
+        admin.execute("SELECT pg_wal_replay_pause()")
+        _write_on(primary)
+        time.sleep(1.2)  # past the ceiling, and past the reader's recheck interval
+        _write_on(primary)
+        with capture_logs() as logs:
+            # between pages the reader looks again, and leaves
+            assert staying.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False
+            assert staying.name == PRIMARY
+            fresh = ReadConnection(targets)
+            assert fresh.name == PRIMARY
+        # once where the reader was, once as it chose again, once for the new reader
+        assert targets.fallbacks() == {"read0": 3}
+        assert len(_skips(logs)) == 3 and "over the 0.5 s ceiling" in _skips(logs)[0], logs
+    finally:
+        admin.execute("SELECT pg_wal_replay_resume()")
+        admin.close()
+    standby.wait_replayed()
+    time.sleep(0.3)  # past retry_preferred_seconds
+    for reader in (staying, fresh):
+        assert reader.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
+        assert reader.name == "read0"
+        reader.close()
+
+
+def test_a_promoted_standby_serves_no_page(
+    replicated: World, postgres_server: PostgresServer
+) -> None:
+    """After ``pg_ctl promote`` the standby answers as a primary of its own, which the
+    writers do not use: pages go to the configured primary instead."""
+    primary = str(replicated.path)
+    node = PostgresStandby(postgres_server).start()
+    try:
+        node.wait_replayed()
+        node.pg_ctl("promote", "-w")
+        targets = ReadTargets(primary, [node.on_standby(primary)])
+        with capture_logs() as logs:
+            conn = ReadConnection(targets)
+        try:
+            assert conn.name == PRIMARY and targets.fallbacks() == {"read0": 1}
+            assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == len(replicated.jobs)
+        finally:
+            conn.close()
+        assert ["not in recovery (promoted)" in why for why in _skips(logs)] == [True], logs
+    finally:
+        node.stop()
