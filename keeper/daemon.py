@@ -448,6 +448,8 @@ class Daemon:
             sandbox.close()
         if self.api is not None:
             await asyncio.to_thread(self.api.stop)
+        if self.read_targets is not None:
+            self.read_targets.close()
         await self.c.rpc.close()
         self.lead.release()
         self.c.conn.close()

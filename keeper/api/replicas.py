@@ -42,6 +42,7 @@ from keeper.store.db import Db, DbCursor, connect
 from keeper.store.pg import DatabaseUnavailableError, PgConnection
 
 __all__ = [
+    "MONITOR_APPLICATION",
     "PRIMARY",
     "Lag",
     "ReadConnection",
@@ -90,6 +91,11 @@ def refusal(standby: bool, lag_seconds: float | None, ceiling: float) -> str | N
     return None
 
 
+_PRIMARY_LSN_SQL: Final = "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"
+# the lag sessions' name in pg_stat_activity
+MONITOR_APPLICATION: Final = "keeper-replica-lag"
+
+
 @dataclass(frozen=True, slots=True)
 class Lag:
     """One standby's replication state as seen now; ``up`` False: it did not answer.
@@ -127,6 +133,9 @@ class ReadTargets:
         self.replicas = tuple((f"read{i}", url) for i, url in enumerate(read_urls))
         self._lock = threading.Lock()
         self._fallbacks: dict[str, int] = {name: 0 for name, _ in self.replicas}
+        # one session per server for the lag figures, kept across scrapes (by name)
+        self._monitor_lock = threading.Lock()
+        self._monitors: dict[str, psycopg.Connection[Any]] = {}
         # the target each reading thread last chose, for status
         self.current: dict[str, str] = {}
 
@@ -186,17 +195,17 @@ class ReadTargets:
             self.current[threading.current_thread().name] = name
 
     def lags(self) -> list[Lag]:
-        """Each standby's lag now (a connection each: for scrapes and status, not pages)."""
-        primary_lsn = _primary_lsn(self.primary)
+        """Each standby's lag now, for scrapes and status (not pages), on sessions kept
+        open for it: one per standby and one to the primary, whatever the scrape rate."""
+        with self._monitor_lock:
+            lsn = self._monitored(PRIMARY, self.primary, _PRIMARY_LSN_SQL)
+            primary_lsn = None if lsn is None else int(lsn[0])
+            rows = [(name, self._monitored(name, url, _LAG_SQL)) for name, url in self.replicas]
         out = []
-        for name, url in self.replicas:
-            try:
-                with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
-                    row = conn.execute(_LAG_SQL).fetchone()
-            except psycopg.Error:
+        for name, row in rows:
+            if row is None:
                 out.append(Lag(name, up=False))
                 continue
-            assert row is not None
             standby, seconds, replayed = bool(row[0]), row[1], row[2]
             behind = None
             if standby and replayed is not None and primary_lsn is not None:
@@ -204,6 +213,31 @@ class ReadTargets:
             lag = None if seconds is None else float(seconds)
             out.append(Lag(name, True, standby, lag, behind))
         return out
+
+    def _monitored(self, name: str, url: str, sql: str) -> tuple[Any, ...] | None:
+        """One row of ``sql`` on the kept session to ``name`` (opened on first use, and
+        again after a failure); None when the server does not answer."""
+        conn = self._monitors.get(name)
+        try:
+            if conn is None or conn.closed or conn.broken:
+                conn = psycopg.connect(
+                    url, connect_timeout=PROBE_TIMEOUT_SECONDS, autocommit=True,
+                    application_name=MONITOR_APPLICATION,
+                )  # fmt: skip
+                self._monitors[name] = conn
+            return conn.execute(sql).fetchone()
+        except psycopg.Error:
+            if conn is not None:
+                conn.close()
+            self._monitors.pop(name, None)
+            return None
+
+    def close(self) -> None:
+        """Close the lag sessions (the readers close their own connections)."""
+        with self._monitor_lock:
+            for conn in self._monitors.values():
+                conn.close()
+            self._monitors.clear()
 
     def status(self) -> dict[str, Any]:
         """What /v1/status shows under ``database``: where pages are read and each lag."""
@@ -383,15 +417,6 @@ def _probe(url: str) -> tuple[bool, float | None]:
         row = conn.execute(_HEALTH_SQL).fetchone()
     assert row is not None
     return bool(row[0]), None if row[1] is None else float(row[1])
-
-
-def _primary_lsn(url: str) -> int | None:
-    try:
-        with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
-            row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
-    except psycopg.Error:
-        return None
-    return None if row is None else int(row[0])
 
 
 def _is_end(sql: str) -> bool:

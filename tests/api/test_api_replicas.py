@@ -22,7 +22,13 @@ from api_world import ACP, CHAIN_ID, TM, World, build_world
 from structlog.testing import capture_logs
 from support.postgres import PostgresServer, PostgresStandby
 
-from keeper.api.replicas import PRIMARY, ReadConnection, ReadTargets, refusal
+from keeper.api.replicas import (
+    MONITOR_APPLICATION,
+    PRIMARY,
+    ReadConnection,
+    ReadTargets,
+    refusal,
+)
 from keeper.config import Config, parse_config
 from keeper.daemon import Daemon
 from keeper.devnet.anvil import free_port
@@ -204,9 +210,12 @@ def test_a_replica_that_is_down_is_skipped_then_the_primary_serves(
             conn.execute("DELETE FROM jobs")  # the primary is read read-only too
     finally:
         conn.close()
-    lags = {lag.name: lag for lag in only_dead.lags()}
-    assert not lags["read0"].up and only_dead.status()["replicas"][0]["up"] is False
-    assert dead.rsplit(":", 1)[0] not in json.dumps(only_dead.status())
+    try:
+        lags = {lag.name: lag for lag in only_dead.lags()}
+        assert not lags["read0"].up and only_dead.status()["replicas"][0]["up"] is False
+        assert dead.rsplit(":", 1)[0] not in json.dumps(only_dead.status())
+    finally:
+        only_dead.close()
 
 
 def test_keeper_and_verifier_are_given_the_primary_only(
@@ -459,3 +468,37 @@ def test_a_promoted_standby_serves_no_page(
         assert ["not in recovery (promoted)" in why for why in _skips(logs)] == [True], logs
     finally:
         node.stop()
+
+
+def _monitor_sessions(url: str, besides: frozenset[int] = frozenset()) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (MONITOR_APPLICATION,),
+        ).fetchall()
+    return [int(r[0]) for r in rows if int(r[0]) not in besides]
+
+
+def test_the_lag_figures_keep_one_session_per_server_across_scrapes(
+    replicated: World, postgres_server: PostgresServer, standby: PostgresStandby
+) -> None:
+    """Scrapes and /v1/status measure the lag on kept sessions: one on the standby and
+    one on the primary however often they are read; a cut session is opened again."""
+    primary = str(replicated.path)
+    # another test's daemon may still be closing its own
+    others = frozenset(_monitor_sessions(standby.url()) + _monitor_sessions(postgres_server.url()))
+    targets = ReadTargets(primary, [standby.on_standby(primary)])
+    try:
+        for _ in range(3):
+            assert [lag.up for lag in targets.lags()] == [True]
+        [kept] = _monitor_sessions(standby.url(), others)
+        assert len(_monitor_sessions(postgres_server.url(), others)) == 1
+        with psycopg.connect(standby.url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (kept,))
+        assert [lag.up for lag in targets.lags()] == [False]  # the cut session, dropped
+        assert [lag.up for lag in targets.lags()] == [True]  # and opened again
+        assert _monitor_sessions(standby.url(), others) not in ([], [kept])
+    finally:
+        targets.close()
+    assert _monitor_sessions(standby.url(), others) == []
+    assert _monitor_sessions(postgres_server.url(), others) == []
