@@ -9,7 +9,7 @@ int64 saturate (that far out means never).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from keeper.domain.events import decode_log
@@ -18,10 +18,8 @@ from keeper.domain.model import ArgValue, ChainRead, Event, JobState, Log, Proto
 __all__ = [
     "EVENT_COLS",
     "JOB_COLS",
-    "JOB_INSERT",
     "LOAD_COLS",
     "TASK_COLS",
-    "TASK_INSERT",
     "TOKEN_JOIN",
     "decode_result",
     "decoded_args_json",
@@ -30,6 +28,7 @@ __all__ = [
     "job_row",
     "load_event",
     "read_from_row",
+    "row_writes",
     "task_row",
     "upsert",
 ]
@@ -160,8 +159,33 @@ def upsert(table: str, cols: tuple[str, ...], key: int) -> str:
     )
 
 
-JOB_INSERT: Final = upsert("jobs", JOB_COLS, 3)
-TASK_INSERT: Final = upsert("tasks", TASK_COLS, 3)
+def row_writes(
+    table: str,
+    cols: tuple[str, ...],
+    rows: Iterable[tuple[Any, ...]],
+    stored: Mapping[tuple[Any, ...], tuple[Any, ...]],
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Statements (with their parameters) that make ``rows`` the table's rows.
+
+    ``stored`` holds the table's current rows by their key (the first three
+    columns). A new row is upserted; a stored one is updated in the columns
+    that differ, and left alone when none does. SQLite maintains an index on
+    an UPDATE only when the statement sets one of its columns, and a
+    projection row has many indexes of which a new event changes few.
+    """
+    insert = upsert(table, cols, 3)
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    key_where = " WHERE " + " AND ".join(f"{c} = ?" for c in cols[:3])
+    for row in rows:
+        old = stored.get(row[:3])
+        if old is None:
+            out.setdefault(insert, []).append(row)
+            continue
+        changed = [i for i in range(3, len(cols)) if row[i] != old[i]]
+        if changed:
+            sql = f"UPDATE {table} SET {', '.join(f'{cols[i]} = ?' for i in changed)}{key_where}"
+            out.setdefault(sql, []).append((*(row[i] for i in changed), *row[:3]))
+    return out
 
 
 def _topics_json(topics: tuple[str, ...]) -> str:

@@ -3,8 +3,9 @@
 Every public write is ONE SQLite transaction. The cursor moves in the same
 transaction as the events and blocks it covers, so a crash at any instant
 leaves either the whole batch or none of it; events are keyed by
-``(chain_id, block_hash, log_index)`` and inserted with ``ON CONFLICT DO
-NOTHING``, so a replayed batch duplicates nothing.
+``(chain_id, block_number, block_hash, log_index)`` (a block hash names its
+number, so that is one log, and a backfill appends to the key) and inserted
+with ``ON CONFLICT DO NOTHING``, so a replayed batch duplicates nothing.
 
 The same statements run on SQLite and PostgreSQL (:mod:`keeper.store.db`). On
 PostgreSQL a batch or rollback that meets a lost server is rolled back with
@@ -290,11 +291,11 @@ class IndexStore:
                 log = event.log
                 updates.append(
                     (event.name, event.variant, event.subject, decoded_args_json(event.args),
-                     cid, log.block_hash, log.log_index)
+                     cid, log.block_number, log.block_hash, log.log_index)
                 )  # fmt: skip
         c.executemany(
             "UPDATE events SET name = ?, variant = ?, subject = ?, args_json = ? "
-            "WHERE chain_id = ? AND block_hash = ? AND log_index = ?",
+            "WHERE chain_id = ? AND block_number = ? AND block_hash = ? AND log_index = ?",
             updates,
         )
         return len(updates)
@@ -374,8 +375,9 @@ class IndexStore:
                     (str(row[0]), str(row[1]))
                     for row in c.execute(
                         "SELECT contract, subject FROM events WHERE chain_id = ? AND "
-                        "block_hash = ? AND contract = ? AND subject IS NOT NULL",
-                        (cid, r.block_hash, r.contract),
+                        "block_number = ? AND block_hash = ? AND contract = ? "
+                        "AND subject IS NOT NULL",
+                        (cid, r.block_number, r.block_hash, r.contract),
                     )
                 )
         self.projections.rebuild_subjects(touched, batch.events, batch.reads)

@@ -20,14 +20,15 @@ from keeper.domain.reads import PAYMENT_TOKEN
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.store.db import Db, dialect
 from keeper.store.index_rows import (
-    JOB_INSERT,
+    JOB_COLS,
     LOAD_COLS,
-    TASK_INSERT,
+    TASK_COLS,
     TOKEN_JOIN,
     decode_result,
     job_row,
     load_event,
     read_from_row,
+    row_writes,
     task_row,
 )
 
@@ -70,13 +71,25 @@ class Projections:
         c.execute(f"DELETE FROM {tt}")
         c.executemany(f"INSERT INTO {tt} VALUES (?, ?) ON CONFLICT DO NOTHING", touched)
         replace = not fresh and not fresh_reads  # a rollback: some subjects may vanish
-        if replace:
-            for table, col in (("jobs", "job_id"), ("tasks", "task_id")):
+        current: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = {"jobs": {}, "tasks": {}}
+        for table, col, cols in (("jobs", "job_id", JOB_COLS), ("tasks", "task_id", TASK_COLS)):
+            if replace:
                 c.execute(
                     f"DELETE FROM {table} WHERE chain_id = ? AND (contract, {col}) IN "
                     f"(SELECT contract, subject FROM {tt})",
                     (cid,),
                 )
+                continue
+            # the rows as they are, so that only what changed is written (row_writes)
+            current[table] = {
+                tuple(r[:3]): tuple(r)
+                for r in c.execute(
+                    f"SELECT {', '.join('p.' + name for name in cols)} FROM {tt} t {join} "
+                    f"{table} p ON p.chain_id = ? AND p.contract = t.contract "
+                    f"AND p.{col} = t.subject",
+                    (cid,),
+                )
+            }
         known_reads = {(r.contract, r.subject, r.kind, r.block_hash): r for r in fresh_reads}
         reads: dict[tuple[str, str], list[ChainRead]] = {}
         for row in c.execute(
@@ -107,7 +120,7 @@ class Projections:
                 (cid,),
             ).fetchall()
             rows.sort(key=lambda r: (r[0], r[1], r[5], r[9]))
-            self.write(self.groups(rows, reads, known))
+            self.write(self.groups(rows, reads, known), current)
             return
         rows = c.execute(
             f"SELECT {LOAD_COLS} FROM {tt} t {join} events e ON "
@@ -144,7 +157,7 @@ class Projections:
                         ChainRead(e.contract, "", PAYMENT_TOKEN, token[2], token[1],
                                   decode_result(token[3]))
                     )  # fmt: skip
-        self.write((k, ev, rd) for k, (ev, rd) in groups.items())
+        self.write(((k, ev, rd) for k, (ev, rd) in groups.items()), current)
 
     def groups(
         self,
@@ -183,8 +196,16 @@ class Projections:
         for _ in range(len(decoded) - self.decoded_max):
             decoded.popitem(last=False)
 
-    def write(self, groups: Iterable[tuple[tuple[str, str], list[Event], list[ChainRead]]]) -> None:
-        """Reduce each subject and upsert its projection row, in chunks."""
+    def write(
+        self,
+        groups: Iterable[tuple[tuple[str, str], list[Event], list[ChainRead]]],
+        stored: Mapping[str, Mapping[tuple[Any, ...], tuple[Any, ...]]] | None = None,
+    ) -> None:
+        """Reduce each subject and write its projection row, in chunks.
+
+        ``stored`` holds the current rows of the subjects (by table, then key):
+        those are written only where they change. Without it every row is new.
+        """
         jobs: list[tuple[Any, ...]] = []
         tasks: list[tuple[Any, ...]] = []
         for (contract, subject), events, reads in groups:
@@ -195,11 +216,16 @@ class Projections:
             else:
                 tasks.append(task_row(self.chain_id, reduce_task(contract, subject, events, reads)))
             if len(jobs) + len(tasks) >= 5000:
-                self._flush(jobs, tasks)
-        self._flush(jobs, tasks)
+                self._flush(jobs, tasks, stored or {})
+        self._flush(jobs, tasks, stored or {})
 
-    def _flush(self, jobs: list[tuple[Any, ...]], tasks: list[tuple[Any, ...]]) -> None:
-        self.conn.executemany(JOB_INSERT, jobs)
-        self.conn.executemany(TASK_INSERT, tasks)
-        jobs.clear()
-        tasks.clear()
+    def _flush(
+        self,
+        jobs: list[tuple[Any, ...]],
+        tasks: list[tuple[Any, ...]],
+        stored: Mapping[str, Mapping[tuple[Any, ...], tuple[Any, ...]]],
+    ) -> None:
+        for table, cols, rows in (("jobs", JOB_COLS, jobs), ("tasks", TASK_COLS, tasks)):
+            for sql, params in row_writes(table, cols, rows, stored.get(table, {})).items():
+                self.conn.executemany(sql, params)
+            rows.clear()

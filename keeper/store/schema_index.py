@@ -6,10 +6,12 @@ so nothing is ever rounded through a float or overflows SQLite's int64;
 timestamps and deadlines are INTEGER, saturated at 2**63-1 by the store
 (a deadline that far out means "never").
 
-Projection indexes serve the API filters: status (with or without contract)
-through ``*_status``, contract alone through the primary key, parties through
-their own index, and newest-first pages through ``*_order``. Each index costs
-every batch an insert per touched subject, so there is no more than that.
+Projection indexes serve the API filters: status through ``*_status_page``,
+status with contract through ``*_contract_status_page`` (both in page order),
+contract alone through the primary key, parties through their own index, and
+newest-first pages through ``*_order``. Each index costs every batch an insert
+per touched subject, so there is no more than that (migration 7 dropped the
+``*_status`` ones those two made redundant).
 """
 
 MIGRATIONS: list[str] = [
@@ -184,5 +186,43 @@ MIGRATIONS: list[str] = [
         renewed_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (role, chain_id)
     )
+    """,
+    # 7: events keyed by block number first. A backfill then appends to the primary key
+    # instead of inserting at a random place (the block hash), a rollback and a block's
+    # events are its prefix, so ``events_block`` goes. ``jobs_status`` and ``tasks_status``
+    # go too: a status filter is a prefix of ``*_status_page``, status with contract one
+    # of ``*_contract_status_page``, and each index costs every projection write.
+    """
+    CREATE TABLE events_by_block (
+        chain_id INTEGER NOT NULL,
+        block_hash TEXT NOT NULL,
+        log_index INTEGER NOT NULL,
+        block_number INTEGER NOT NULL,
+        block_timestamp INTEGER NOT NULL,
+        tx_hash TEXT NOT NULL,
+        tx_index INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        protocol TEXT NOT NULL,
+        name TEXT,
+        variant TEXT NOT NULL,
+        subject TEXT,
+        args_json TEXT NOT NULL,
+        topics_json TEXT NOT NULL,
+        data_hex TEXT NOT NULL,
+        PRIMARY KEY (chain_id, block_number, block_hash, log_index)
+    );
+    INSERT INTO events_by_block (chain_id, block_hash, log_index, block_number,
+        block_timestamp, tx_hash, tx_index, contract, protocol, name, variant, subject,
+        args_json, topics_json, data_hex)
+    SELECT chain_id, block_hash, log_index, block_number, block_timestamp, tx_hash,
+        tx_index, contract, protocol, name, variant, subject, args_json, topics_json,
+        data_hex
+    FROM events ORDER BY chain_id, block_number, block_hash, log_index;
+    DROP TABLE events;
+    ALTER TABLE events_by_block RENAME TO events;
+    CREATE INDEX events_subject ON events (chain_id, contract, subject, block_number, log_index);
+    CREATE INDEX events_kind_time ON events (chain_id, name, block_timestamp, contract, subject);
+    DROP INDEX jobs_status;
+    DROP INDEX tasks_status
     """,
 ]

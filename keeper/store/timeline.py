@@ -248,7 +248,7 @@ def deadlines_ahead(conn: Db, chain_id: int, until: int, config: PlannerConfig) 
     """Every keeper call due by ``until``, by the planner's own rules (overdue ones too).
 
     Jobs come off ``jobs_due`` (only those whose deadline falls by ``until``);
-    tasks off ``tasks_status`` (live tasks only). ``+chain_id`` keeps the planner
+    tasks off ``tasks_status_page`` (live tasks only). ``+chain_id`` keeps the planner
     off SQLite's primary key, whose chain_id prefix matches every row of a one-chain
     file (PostgreSQL's planner weighs that from its statistics).
     """

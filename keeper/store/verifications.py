@@ -271,8 +271,9 @@ def delete_orphans(conn: Db) -> int:
     with _write(conn):
         deleted = conn.execute(
             "DELETE FROM verifications WHERE NOT EXISTS (SELECT 1 FROM events e "
-            "WHERE e.chain_id = verifications.chain_id AND e.block_hash = verifications.block_hash "
-            "AND e.log_index = verifications.log_index)"
+            "WHERE e.chain_id = verifications.chain_id "
+            "AND e.block_number = verifications.block_number "
+            "AND e.block_hash = verifications.block_hash AND e.log_index = verifications.log_index)"
         ).rowcount
         _delete_unowned_history(conn)
     return int(deleted)

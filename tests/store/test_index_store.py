@@ -22,7 +22,7 @@ from keeper.domain.model import BlockHeader
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
-from keeper.store.index_rows import decoded_args_json
+from keeper.store.index_rows import decoded_args_json, row_writes
 from keeper.store.index_store import Batch, IndexStore, decode_result, encode_args
 from keeper.store.migrations import migrate
 
@@ -209,6 +209,35 @@ class TestCodecs:
         args = {**event.args, "flag": False, "big": 2**256 - 1}
         assert decoded_args_json(args) == encode_args(args)
         assert json.loads(decoded_args_json(args))["big"] == str(2**256 - 1)
+
+    def test_projection_rows_are_written_only_where_they_change(self) -> None:
+        """A new row is upserted, a changed one updated in its changed columns alone (an
+        index on the others is left as it is), an unchanged one not written at all."""
+        cols = ("chain_id", "contract", "job_id", "client", "status", "updated_block")
+        one, two, new = (1, JOBS, "1"), (1, JOBS, "2"), (1, JOBS, "3")
+        stored = {one: (*one, "0xc", "open", 5), two: (*two, "0xc", "open", 5)}
+        rows = [(*one, "0xc", "funded", 9), (*two, "0xc", "open", 5), (*new, "0xd", "open", 9)]
+        writes = row_writes("jobs", cols, rows, stored)
+        update = (
+            "UPDATE jobs SET status = ?, updated_block = ? "
+            "WHERE chain_id = ? AND contract = ? AND job_id = ?"
+        )
+        upsert = next(sql for sql in writes if sql.startswith("INSERT"))
+        assert writes == {upsert: [rows[2]], update: [("funded", 9, *one)]}
+
+    def test_only_changed_projection_columns_give_the_same_rows(
+        self, new_db: Callable[[], str]
+    ) -> None:
+        """Subjects whose lifecycles span batches (rows updated in place) end as a rebuild
+        from scratch writes them."""
+        store = _store(new_db)
+        chain = Synth(seed=12, events_per_block=6).blocks(1, 16)
+        for block in chain:
+            store.apply_batch(batch_of([block], finalized=0))
+        incremental = store.dump()
+        assert incremental["jobs"] and incremental["tasks"]
+        store.rebuild_all()
+        assert store.dump() == incremental
 
 
 class TestAtomicity:

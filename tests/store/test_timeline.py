@@ -132,4 +132,4 @@ class TestPlans:
             conn, lambda: timeline.deadlines_ahead(conn, CHAIN_ID, 2_000_000_000, PlannerConfig())
         )
         assert "SEARCH jobs USING INDEX jobs_due (status=? AND expired_at<?)" in details, details
-        assert "SEARCH tasks USING INDEX tasks_status (status=?)" in details, details
+        assert "SEARCH tasks USING INDEX tasks_status_page (status=?)" in details, details
