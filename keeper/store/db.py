@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import psycopg
 
@@ -22,7 +22,6 @@ from keeper.store.queries import refundable
 
 __all__ = [
     "ANALYSIS_LIMIT",
-    "READ_MMAP_BYTES",
     "TRANSIENT_ERRORS",
     "Db",
     "DbCursor",
@@ -152,14 +151,6 @@ def table_names(conn: Db) -> set[str]:
     return {str(r[0]) for r in conn.execute(sql)}
 
 
-# How much of the file a read-only connection maps into memory instead of copying
-# pages in with read(): a reader's page cache is dropped whenever another connection
-# commits (the indexer, several times a second), so a lookup would otherwise read
-# most of its pages from the kernel again. Address space, not memory: only the pages
-# touched are resident, as clean pages of the file the kernel may drop.
-READ_MMAP_BYTES: Final = 256 * 1024 * 1024
-
-
 def connect_sqlite(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open a connection in WAL mode with autocommit off by default.
 
@@ -167,12 +158,12 @@ def connect_sqlite(path: str | Path, *, readonly: bool = False) -> sqlite3.Conne
     because a batch commit carries the cursor with its events: it must be
     durable once ``commit`` returns, or a crash could replay past a lost batch.
     ``isolation_level=None`` leaves transaction control to explicit BEGIN/COMMIT.
-    A read-only connection maps the file (:data:`READ_MMAP_BYTES`).
+    Read-only connections do not map the file: the pages a scan touches would count
+    in the process's RSS (bench/README.md, 2 December).
     """
     if readonly:
         uri = f"file:{Path(path).resolve()}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA mmap_size = {READ_MMAP_BYTES}")
     else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)

@@ -14,7 +14,7 @@ from index_builders import ACTORS, JOBS, TASKS, Synth, batch_of
 from keeper.domain.model import BlockHeader
 from keeper.store import queries as q
 from keeper.store import subjects
-from keeper.store.db import READ_MMAP_BYTES, Db, connect, dialect
+from keeper.store.db import Db, connect, dialect
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
 
@@ -310,14 +310,3 @@ def test_a_detail_reads_each_table_by_its_subject(tmp_path: Path, kind: subjects
     assert reads, plan
     for line in reads:
         assert line.startswith("SEARCH") and "chain_id=? AND contract=?" in line, plan
-
-
-def test_a_read_only_connection_maps_the_file(tmp_path: Path) -> None:
-    """The API's readers map the file (their page cache is dropped on every commit by the
-    indexer); a SQLite built without memory mapping would answer 0 here."""
-    writer = connect(tmp_path / "mapped.db")
-    migrate(writer)
-    reader = connect(tmp_path / "mapped.db", readonly=True)
-    assert reader.execute("PRAGMA mmap_size").fetchone()[0] == READ_MMAP_BYTES
-    reader.close()
-    writer.close()
