@@ -90,9 +90,11 @@ def _texts(kind: Dialect) -> dict[str, str]:
             f"WHERE role = {p('role')} AND chain_id = {p('chain_id')} "
             f"AND holder = {p('holder')} AND epoch = {p('epoch')} AND expires_at > {now}"
         ),
-        # a clean shutdown hands over at once instead of after the lease
+        # a clean shutdown hands over at once instead of after the lease: dated a second
+        # back, so a standby's try within the same tick of the clock (SQLite's moves in
+        # milliseconds) already finds it expired ("expires_at < now")
         "release": (
-            f"UPDATE keeper_leases SET expires_at = {now} "
+            f"UPDATE keeper_leases SET expires_at = {now} - 1 "
             f"WHERE role = {p('role')} AND chain_id = {p('chain_id')} "
             f"AND holder = {p('holder')} AND epoch = {p('epoch')}"
         ),
