@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from keeper.api.detailcache import DetailCache
 from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
@@ -78,6 +79,12 @@ class ApiReads:
         cache: PageCache | None = getattr(self._local, "pages", None)
         if cache is None:
             cache = self._local.pages = PageCache()
+        return cache
+
+    def _detail_cache(self) -> DetailCache:
+        cache: DetailCache | None = getattr(self._local, "details", None)
+        if cache is None:
+            cache = self._local.details = DetailCache()
         return cache
 
     def close(self) -> None:
@@ -142,14 +149,20 @@ class ApiReads:
     ) -> str | None:
         """A job's or task's detail as JSON text, from one statement; None if not indexed.
 
-        The statement reads the keeper's and the verifier's tables too; on a
-        database where one of them is not migrated yet it is rebuilt without it.
+        With a chain, the head is kept under the subject's version and a
+        later lookup at the same version reads only the version and the tail
+        (:mod:`keeper.api.detailcache`). The statement reads the keeper's and
+        the verifier's tables too; on a database where one of them (or the
+        versions) is not migrated yet it is rebuilt without it.
         """
         conn = self._conn()
+        chain_id = self.chain_id
 
         def read(parts: subjects.DetailParts) -> str | None:
+            if chain_id is not None and parts.versions:
+                return self._versioned(conn, kind, contract, subject_id, contract_name, parts)
             return subjects.detail(
-                conn, kind, contract, subject_id, chain_id=self.chain_id,
+                conn, kind, contract, subject_id, chain_id=chain_id,
                 contract_name=contract_name, parts=parts,
             )  # fmt: skip
 
@@ -159,6 +172,40 @@ class ApiReads:
             if not is_missing_table(exc):
                 raise
         return self._tolerant(lambda: read(subjects.present_parts(conn)), None)
+
+    def _versioned(
+        self,
+        conn: Db,
+        kind: Kind,
+        contract: str,
+        subject_id: str,
+        contract_name: str | None,
+        parts: subjects.DetailParts,
+    ) -> str | None:
+        """The detail from its kept head and a fresh tail when the version still matches."""
+        chain_id = self.chain_id
+        assert chain_id is not None
+        cache = self._detail_cache()
+        key = (kind, contract, subject_id)
+        kept = cache.get(key)
+
+        def read(tail_only: bool) -> subjects.Halves | None:
+            return subjects.detail_halves(
+                conn, kind, contract, subject_id, chain_id=chain_id,
+                contract_name=contract_name, parts=parts, tail_only=tail_only,
+            )  # fmt: skip
+
+        if kept is not None:
+            now = read(tail_only=True)
+            if now is not None and now.version == kept[0]:
+                return kept[1] + now.tail
+            cache.drop(key)
+        found = read(tail_only=False)
+        if found is None or found.head is None:
+            return None
+        if found.version is not None:
+            cache.put(key, found.version, found.head)
+        return found.head + found.tail
 
     def job(self, contract: str, job_id: str) -> dict[str, Any] | None:
         return self._decoded(self.detail("jobs", contract, job_id))
