@@ -12,48 +12,69 @@ check is the database's, which a standby replays with the rows: it holds
 for API-only daemons reading a replica, where no invalidation from the
 writer's process could reach. Bounded in bytes; the least recently used
 heads go first.
+
+A detail's entity tag (``ETag``) is a digest over the head's digest, kept
+with the head, and the tail: a changed byte anywhere changes it, and a kept
+head's 3 KB are not hashed again on every lookup.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Final
+from typing import Final, NamedTuple
 
-__all__ = ["CACHE_BYTES", "DetailCache"]
+__all__ = ["CACHE_BYTES", "DetailCache", "Kept", "digest", "entity_tag"]
 
 # Per reading thread (lookups run on the API's one loop thread in the daemon).
 CACHE_BYTES: Final = 32 << 20
 
 
+def digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def entity_tag(head_digest: bytes, tail: str) -> str:
+    """The detail's entity tag (unquoted) from its head's digest and its tail."""
+    return hashlib.blake2b(head_digest + tail.encode(), digest_size=16).hexdigest()
+
+
+class Kept(NamedTuple):
+    """A head, the version it was read at, and its digest."""
+
+    version: int
+    head: str
+    digest: bytes
+
+
 class DetailCache:
-    """Heads by subject, each with the version it was read at; least recently used out."""
+    """Heads by subject; least recently used out. The caller checks the version."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._heads: OrderedDict[Hashable, tuple[int, str]] = OrderedDict()
+        self._heads: OrderedDict[Hashable, Kept] = OrderedDict()
         self._bytes = 0
 
-    def get(self, key: Hashable) -> tuple[int, str] | None:
-        """(version, head) kept for ``key``; the caller checks the version."""
+    def get(self, key: Hashable) -> Kept | None:
         found = self._heads.get(key)
         if found is not None:
             self._heads.move_to_end(key)
         return found
 
-    def put(self, key: Hashable, version: int, head: str) -> None:
-        """Keep ``head``, read at ``version``, replacing what ``key`` had."""
+    def put(self, key: Hashable, kept: Kept) -> None:
+        """Keep ``kept`` for ``key``, replacing what ``key`` had."""
         self.drop(key)
-        size = len(head)
+        size = len(kept.head)
         if size > self.max_bytes:
             return
         while self._heads and self._bytes + size > self.max_bytes:
-            _, (_, oldest) = self._heads.popitem(last=False)
-            self._bytes -= len(oldest)
-        self._heads[key] = (version, head)
+            _, oldest = self._heads.popitem(last=False)
+            self._bytes -= len(oldest.head)
+        self._heads[key] = kept
         self._bytes += size
 
     def drop(self, key: Hashable) -> None:
         found = self._heads.pop(key, None)
         if found is not None:
-            self._bytes -= len(found[1])
+            self._bytes -= len(found.head)

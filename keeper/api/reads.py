@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from keeper.api.detailcache import DetailCache
+from keeper.api.detailcache import DetailCache, Kept, digest, entity_tag
 from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
@@ -33,6 +33,7 @@ from keeper.store.subjects import Kind, Page
 __all__ = ["ApiReads"]
 
 T = TypeVar("T")
+_EVERY_PART = subjects.DetailParts()
 
 
 class ApiReads:
@@ -147,7 +148,14 @@ class ApiReads:
     def detail(
         self, kind: Kind, contract: str, subject_id: str, contract_name: str | None = None
     ) -> str | None:
-        """A job's or task's detail as JSON text, from one statement; None if not indexed.
+        """A job's or task's detail as JSON text; None if not indexed."""
+        found = self.tagged_detail(kind, contract, subject_id, contract_name)
+        return None if found is None else found[0]
+
+    def tagged_detail(
+        self, kind: Kind, contract: str, subject_id: str, contract_name: str | None = None
+    ) -> tuple[str, str] | None:
+        """(JSON text, entity tag) of a job's or task's detail; None if not indexed.
 
         With a chain, the head is kept under the subject's version and a
         later lookup at the same version reads only the version and the tail
@@ -156,24 +164,17 @@ class ApiReads:
         versions) is not migrated yet it is rebuilt without it.
         """
         conn = self._conn()
-        chain_id = self.chain_id
-
-        def read(parts: subjects.DetailParts) -> str | None:
-            if chain_id is not None and parts.versions:
-                return self._versioned(conn, kind, contract, subject_id, contract_name, parts)
-            return subjects.detail(
-                conn, kind, contract, subject_id, chain_id=chain_id,
-                contract_name=contract_name, parts=parts,
-            )  # fmt: skip
-
         try:
-            return read(subjects.DetailParts())
+            return self._tagged(conn, kind, contract, subject_id, contract_name, _EVERY_PART)
         except Exception as exc:
             if not is_missing_table(exc):
                 raise
-        return self._tolerant(lambda: read(subjects.present_parts(conn)), None)
+        parts = subjects.present_parts(conn)
+        return self._tolerant(
+            lambda: self._tagged(conn, kind, contract, subject_id, contract_name, parts), None
+        )
 
-    def _versioned(
+    def _tagged(
         self,
         conn: Db,
         kind: Kind,
@@ -181,31 +182,35 @@ class ApiReads:
         subject_id: str,
         contract_name: str | None,
         parts: subjects.DetailParts,
-    ) -> str | None:
-        """The detail from its kept head and a fresh tail when the version still matches."""
+    ) -> tuple[str, str] | None:
         chain_id = self.chain_id
-        assert chain_id is not None
+        if chain_id is None or not parts.versions:
+            text = subjects.detail(
+                conn, kind, contract, subject_id, chain_id=chain_id,
+                contract_name=contract_name, parts=parts,
+            )  # fmt: skip
+            return None if text is None else (text, entity_tag(digest(text), ""))
         cache = self._detail_cache()
         key = (kind, contract, subject_id)
         kept = cache.get(key)
-
-        def read(tail_only: bool) -> subjects.Halves | None:
-            return subjects.detail_halves(
-                conn, kind, contract, subject_id, chain_id=chain_id,
-                contract_name=contract_name, parts=parts, tail_only=tail_only,
-            )  # fmt: skip
-
         if kept is not None:
-            now = read(tail_only=True)
-            if now is not None and now.version == kept[0]:
-                return kept[1] + now.tail
+            now = subjects.detail_halves(
+                conn, kind, contract, subject_id, chain_id=chain_id,
+                contract_name=contract_name, parts=parts, tail_only=True,
+            )  # fmt: skip
+            if now is not None and now.version == kept.version:
+                return kept.head + now.tail, entity_tag(kept.digest, now.tail)
             cache.drop(key)
-        found = read(tail_only=False)
+        found = subjects.detail_halves(
+            conn, kind, contract, subject_id, chain_id=chain_id,
+            contract_name=contract_name, parts=parts,
+        )  # fmt: skip
         if found is None or found.head is None:
             return None
+        head_digest = digest(found.head)
         if found.version is not None:
-            cache.put(key, found.version, found.head)
-        return found.head + found.tail
+            cache.put(key, Kept(found.version, found.head, head_digest))
+        return found.head + found.tail, entity_tag(head_digest, found.tail)
 
     def job(self, contract: str, job_id: str) -> dict[str, Any] | None:
         return self._decoded(self.detail("jobs", contract, job_id))

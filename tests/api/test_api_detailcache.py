@@ -21,7 +21,7 @@ from api_world import ACP, CHAIN_ID, PROTOCOLS, PROVIDER, World
 from eth_utils.crypto import keccak
 from support.abi_events import encode_event
 
-from keeper.api.detailcache import DetailCache
+from keeper.api.detailcache import DetailCache, Kept, digest
 from keeper.domain.event_catalog import spec_for
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Log, Protocol
@@ -35,20 +35,24 @@ from keeper.store.intents import IntentStore
 Client = TestClient[Any, Any]
 
 
+def _kept(version: int, head: str) -> Kept:
+    return Kept(version, head, digest(head))
+
+
 def test_least_recently_used_heads_go_first() -> None:
     """Past the bound the head used longest ago is dropped; an oversized one is not kept."""
     cache = DetailCache(max_bytes=10)
-    cache.put("a", 1, "1234")
-    cache.put("b", 1, "5678")
-    assert cache.get("a") == (1, "1234")  # now the most recently used
-    cache.put("c", 2, "90ab")
+    cache.put("a", _kept(1, "1234"))
+    cache.put("b", _kept(1, "5678"))
+    assert cache.get("a") == _kept(1, "1234")  # now the most recently used
+    cache.put("c", _kept(2, "90ab"))
     assert cache.get("b") is None
-    assert (cache.get("a"), cache.get("c")) == ((1, "1234"), (2, "90ab"))
-    cache.put("a", 3, "xy")  # a new version replaces the old head
-    assert cache.get("a") == (3, "xy")
-    cache.put("big", 1, "x" * 11)
+    assert (cache.get("a"), cache.get("c")) == (_kept(1, "1234"), _kept(2, "90ab"))
+    cache.put("a", _kept(3, "xy"))  # a new version replaces the old head
+    assert cache.get("a") == _kept(3, "xy")
+    cache.put("big", _kept(1, "x" * 11))
     assert cache.get("big") is None
-    assert cache.get("c") == (2, "90ab")
+    assert cache.get("c") == _kept(2, "90ab")
 
 
 def _submitted(head: BlockHeader, job_id: str) -> tuple[BlockHeader, list[Any], list[ChainRead]]:
@@ -135,4 +139,42 @@ async def test_every_write_path_shows_at_the_next_request(world: World, tmp_path
         paused = [await body(c, j) for j in world.jobs]
         assert all('"contract_paused":true' in text for text in paused)
     reader.close()
+    writer.close()
+
+
+async def test_a_detail_is_not_modified_until_it_changes(world: World, tmp_path: Path) -> None:
+    """The detail's ETag answers If-None-Match with a bodiless 304 until a write changes
+    the detail's head (a batch) or its tail (an intent); then a 200 with a new tag."""
+    copy = tmp_path / "tagged.db"
+    shutil.copy(world.path, copy)
+    writer = connect(copy)
+    funded = next(j for j, s in world.jobs.items() if s == "funded" and j != world.intent_job)
+    path = f"/v1/jobs/acp/{funded}"
+    assert world.head is not None
+
+    async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
+
+        async def status(held: str) -> tuple[int, str, bytes]:
+            response = await c.get(path, headers={"If-None-Match": held})
+            return response.status, response.headers["ETag"], await response.read()
+
+        first = await c.get(path)
+        tag = first.headers["ETag"]
+        assert first.headers["Cache-Control"] == "no-cache" and tag.startswith('"')
+        for held in (tag, f'"other", W/{tag}', "*"):
+            assert await status(held) == (304, tag, b"")
+        assert (await status('"other"'))[0] == 200
+
+        block, events, reads = _submitted(world.head, funded)
+        IndexStore(writer, CHAIN_ID).apply_batch(
+            Batch(events, [block], reads, block.number, block.hash, block.number)
+        )
+        code, after_batch, body = await status(tag)
+        assert code == 200 and after_batch != tag and block.hash.encode() in body
+
+        action = Action(ACP, funded, ActionKind.CLAIM_REFUND, 0, Protocol.ERC8183)
+        IntentStore(writer, CHAIN_ID).open_decisions([action], block.number, block.hash)
+        code, after_intent, body = await status(after_batch)
+        assert code == 200 and after_intent != after_batch and b"claimRefund" in body
+        assert await status(after_intent) == (304, after_intent, b"")
     writer.close()
