@@ -40,6 +40,7 @@ from bench.common import (
     Result,
     free_port,
     http_json,
+    rss_kb,
     stop_daemon,
     wait_http,
     write_config,
@@ -232,9 +233,11 @@ def bench_api(events: int, seconds: float, mode: str) -> Result:
                                    **{k: combined(v) for k, v in rounds.items()}}  # fmt: skip
             stop.set()
             indexer.join(30)
+            rss_mb = rss_kb(daemon.pid)[0] / 1024  # with what the API keeps
         finally:
             stop.set()
             stop_daemon(daemon)
+    res.add("daemon RSS after the routes", rss_mb, "MB")
     res.details = {"jobs_indexed": wl.jobs, "events_indexed": wl.events,
                    "blocks_mined_during": background["blocks"], "wrk_threads": WRK_THREADS,
                    "wrk_connections": WRK_CONNECTIONS, "seconds": seconds, "rounds": ROUNDS,
