@@ -29,12 +29,10 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Final, NamedTuple
 
-__all__ = ["CACHE_BYTES", "ROW_CACHE_BYTES", "DetailCache", "Kept", "digest", "entity_tag"]
+__all__ = ["CACHE_BYTES", "DetailCache", "Kept", "digest", "entity_tag"]
 
 # Per reading thread (lookups run on the API's one loop thread in the daemon).
 CACHE_BYTES: Final = 32 << 20
-# List items (a row's wire object, ~1 KB) are kept the same way, under the same version.
-ROW_CACHE_BYTES: Final = 8 << 20
 
 
 def digest(text: str) -> bytes:
@@ -47,11 +45,11 @@ def entity_tag(head_digest: bytes, tail: str) -> str:
 
 
 class Kept(NamedTuple):
-    """A head (or a list item), the version it was read at, and its digest."""
+    """A head, the version it was read at, and its digest."""
 
     version: int
     head: str
-    digest: bytes = b""
+    digest: bytes
 
 
 class DetailCache:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from keeper.api.detailcache import ROW_CACHE_BYTES, DetailCache, Kept, digest, entity_tag
+from keeper.api.detailcache import DetailCache, Kept, digest, entity_tag
 from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
@@ -82,12 +82,6 @@ class ApiReads:
             cache = self._local.pages = PageCache()
         return cache
 
-    def _row_cache(self) -> DetailCache:
-        cache: DetailCache | None = getattr(self._local, "rows", None)
-        if cache is None:
-            cache = self._local.rows = DetailCache(ROW_CACHE_BYTES)
-        return cache
-
     def _detail_cache(self) -> DetailCache:
         cache: DetailCache | None = getattr(self._local, "details", None)
         if cache is None:
@@ -138,70 +132,16 @@ class ApiReads:
         kept = cache.get(version, key)
         if kept is not None:
             return kept
-        page = self._tolerant(lambda: self._page(conn, query), Page("", 0, None))
+        page = self._tolerant(
+            lambda: subjects.list_page(
+                conn, query.kind, self._list_wire[query.kind], contract=query.contract,
+                statuses=query.statuses, parties=query.parties, limit=query.limit,
+                after=query.after, chain_id=self.chain_id,
+            ),
+            Page("", 0, None),
+        )  # fmt: skip
         cache.put(version, key, page)
         return page
-
-    def _page(self, conn: Db, query: ListQuery) -> Page:
-        """A page from its rows' kept wire objects where their versions still match."""
-        chain_id = self.chain_id
-        if chain_id is not None:
-            try:
-                page = self._page_of_kept_rows(conn, query, chain_id)
-            except Exception as exc:
-                if not is_missing_table(exc):
-                    raise
-            else:
-                if page is not None:
-                    return page
-        return subjects.list_page(
-            conn, query.kind, self._list_wire[query.kind], contract=query.contract,
-            statuses=query.statuses, parties=query.parties, limit=query.limit,
-            after=query.after, chain_id=chain_id,
-        )  # fmt: skip
-
-    def _page_of_kept_rows(self, conn: Db, query: ListQuery, chain_id: int) -> Page | None:
-        """The page's keys and versions, then the wire objects not kept at those versions.
-
-        Two statements, so two snapshots: a wire object read by the second is
-        used only at the version the first saw, which makes it the row the
-        first saw. None (build the page whole) when a commit between the two
-        changed one of them, or a row has no version yet.
-        """
-        kind = query.kind
-        keys = subjects.page_keys(
-            conn, kind, contract=query.contract, statuses=query.statuses,
-            parties=query.parties, limit=query.limit, after=query.after, chain_id=chain_id,
-        )  # fmt: skip
-        shown = keys[: query.limit]
-        rows = self._row_cache()
-        texts: list[str] = []
-        missing: list[tuple[str, str]] = []
-        for _, contract, subject, version in shown:
-            if version is None:
-                return None
-            kept = rows.get((kind, contract, subject))
-            if kept is not None and kept.version == version:
-                texts.append(kept.head)
-            else:
-                texts.append("")
-                missing.append((contract, subject))
-        if missing:
-            wire = self._list_wire[kind]
-            found = subjects.wire_rows(conn, kind, wire, missing, chain_id=chain_id)
-            for n, (_, contract, subject, version) in enumerate(shown):
-                if texts[n]:
-                    continue
-                read = found.get((contract, subject))
-                if read is None or version is None or read[0] != version:
-                    return None
-                rows.put((kind, contract, subject), Kept(version, read[1]))
-                texts[n] = read[1]
-        next_key = None
-        if len(keys) > query.limit:  # the row past the page only says there is a next one
-            block, contract, subject, _ = shown[-1]
-            next_key = (block, contract, subject)
-        return Page(",".join(texts), len(shown), next_key)
 
     # --- one subject ------------------------------------------------------------------
 

@@ -50,17 +50,14 @@ __all__ = [
     "Page",
     "PageKey",
     "Subjects",
-    "VersionedKey",
     "detail",
     "detail_halves",
     "detail_statement",
     "list_page",
-    "page_keys",
     "present_parts",
     "verification_of",
     "versioned_statements",
     "wire_object",
-    "wire_rows",
 ]
 
 Kind = Literal["jobs", "tasks"]
@@ -288,91 +285,6 @@ def list_page(
         next_key = (int(block), str(last_contract), str(last_id))
         keys = keys[:limit]
     return Page(items, len(keys), next_key)
-
-
-# (created_block, contract, id, version) of a page's row: where it is and how it reads
-VersionedKey = tuple[int, str, str, int | None]
-# the versions under names of their own, so that a page's WHERE names the table's columns
-_VERSIONS: Final = (
-    "(SELECT chain_id AS vc, contract AS vk, subject AS vs, version FROM subject_versions) "
-    "AS subquery_versions"
-)
-
-
-def page_keys(
-    conn: Db,
-    kind: Kind,
-    *,
-    contract: str | None = None,
-    statuses: Sequence[str] = (),
-    parties: Mapping[str, str] | None = None,
-    limit: int = 50,
-    after: PageKey | None = None,
-    chain_id: int,
-) -> list[VersionedKey]:
-    """The page :func:`list_page` would serve, as its rows' keys and versions (one more row
-    than ``limit`` when another page follows), from one statement in one step.
-
-    The version stamps the row's wire object (the index store raises it in the
-    transaction that rewrites the row), so a wire object kept from an earlier
-    read at that version is the row's now.
-    """
-    spec = SUBJECTS[kind]
-    where, params = _where(spec, contract, statuses, parties or {}, after, chain_id)
-    limit = max(1, min(limit, MAX_LIMIT))
-    aggregate = (
-        "json_agg(json_build_array(b, c, i, v) ORDER BY b DESC, c DESC, i DESC)::text"
-        if dialect_of(conn) == "postgresql"
-        else "json_group_array(json_array(b, c, i, v))"
-    )
-    row = conn.execute(
-        f"SELECT {aggregate} FROM (SELECT created_block AS b, contract AS c, {spec.id_col} AS i, "
-        f"version AS v FROM {kind} LEFT JOIN {_VERSIONS} ON vc = chain_id AND vk = contract "
-        f"AND vs = {spec.id_col} {where} "
-        f"ORDER BY created_block DESC, contract DESC, {spec.id_col} DESC LIMIT ?) "
-        "AS subquery_page",
-        (*params, limit + 1),
-    ).fetchone()
-    keys: list[list[Any]] = json.loads(row[0] or "[]")
-    return [(int(b), str(c), str(i), None if v is None else int(v)) for b, c, i, v in keys]
-
-
-def wire_rows(
-    conn: Db,
-    kind: Kind,
-    wire: tuple[str, Sequence[Any]],
-    subjects_of: Sequence[tuple[str, str]],
-    *,
-    chain_id: int,
-) -> dict[tuple[str, str], tuple[int | None, str]]:
-    """The wire objects (``wire``: :func:`wire_object`'s) of the given (contract, id) rows,
-    each with its version, read together in one statement and one step."""
-    if not subjects_of:
-        return {}
-    spec = SUBJECTS[kind]
-    expr, wire_params = wire
-    pairs = ", ".join("(?, ?)" for _ in subjects_of)
-    # as in list_page: the texts joined, and each row's key with its text's length
-    aggregates = (
-        "string_agg(w, ',' ORDER BY c, i), "
-        "json_agg(json_build_array(c, i, v, length(w)) ORDER BY c, i)::text"
-        if dialect_of(conn) == "postgresql"
-        else "group_concat(w, ','), json_group_array(json_array(c, i, v, length(w)))"
-    )
-    row = conn.execute(
-        f"SELECT {aggregates} FROM (SELECT contract AS c, {spec.id_col} AS i, version AS v, "
-        f"{expr} AS w FROM {kind} LEFT JOIN {_VERSIONS} ON vc = chain_id AND vk = contract "
-        f"AND vs = {spec.id_col} WHERE chain_id = ? AND (contract, {spec.id_col}) IN ({pairs})) "
-        "AS subquery_rows",
-        (*wire_params, chain_id, *(x for pair in subjects_of for x in pair)),
-    ).fetchone()
-    texts: str = row[0] or ""
-    found: dict[tuple[str, str], tuple[int | None, str]] = {}
-    start = 0
-    for c, i, v, length in json.loads(row[1] or "[]"):
-        found[(str(c), str(i))] = (None if v is None else int(v), texts[start : start + length])
-        start += length + 1
-    return found
 
 
 # An event's arguments are spliced as stored: ``args_json`` is compact JSON written by

@@ -11,7 +11,6 @@ scratch by the unkept statement.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -179,52 +178,3 @@ async def test_a_detail_is_not_modified_until_it_changes(world: World, tmp_path:
         assert code == 200 and after_intent != after_batch and b"claimRefund" in body
         assert await status(after_intent) == (304, after_intent, b"")
     writer.close()
-
-
-async def test_pages_of_kept_rows_are_the_pages_built_whole(world: World, tmp_path: Path) -> None:
-    """Every page of a walk, filtered and not, is byte for byte the page the one-statement
-    build gives, before and after a batch changes a row its items were kept for."""
-    copy = tmp_path / "pages.db"
-    shutil.copy(world.path, copy)
-    writer = connect(copy)
-    reader = connect(copy, readonly=True)
-    funded = next(j for j, s in world.jobs.items() if s == "funded" and j != world.intent_job)
-    wire = subjects.wire_object("jobs", {ACP: "acp"})
-    assert world.head is not None
-
-    async def walk(c: Client, query: str) -> int:
-        cursor, after, pages = "", None, 0
-        while True:
-            response = await c.get(f"/v1/jobs?{query}&limit=3{cursor}")
-            assert response.status == 200
-            built = subjects.list_page(
-                reader, "jobs", wire, limit=3, after=after, chain_id=CHAIN_ID, **_filters(query)
-            )
-            body = json.loads(await response.text())
-            assert await response.text() == (
-                f'{{"items":[{built.items}],"next_cursor":{json.dumps(body["next_cursor"])}}}'
-            )
-            pages += 1
-            if built.next_key is None:
-                assert body["next_cursor"] is None
-                return pages
-            after, cursor = built.next_key, f"&cursor={body['next_cursor']}"
-
-    async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
-        for _ in range(2):  # building the kept rows, then from them
-            assert await walk(c, "contract=acp") > 2
-            await walk(c, f"provider={PROVIDER}")
-        block, events, reads = _submitted(world.head, funded)
-        IndexStore(writer, CHAIN_ID).apply_batch(
-            Batch(events, [block], reads, block.number, block.hash, block.number)
-        )
-        await walk(c, "contract=acp")
-        items = json.loads(await (await c.get("/v1/jobs?contract=acp&limit=500")).text())
-        assert [i["status"] for i in items["items"] if i["job_id"] == funded] == ["submitted"]
-    reader.close()
-    writer.close()
-
-
-def _filters(query: str) -> dict[str, Any]:
-    name, value = query.split("=")
-    return {"contract": ACP} if name == "contract" else {"parties": {name: value}}
