@@ -15,10 +15,11 @@ size of the route's.
 The targets are shares of that limit; the absolute figures stay beside them.
 
 Each route is first served for one slice that is not counted, with the
-same script: the API keeps details and list items (``keeper.api.detailcache``),
-and a daemon that has served for a while has them. The lookup asks for a
-random job of all those indexed, and the list for a random page cursor over
-all their blocks, so what is kept is bounded by the cache, not by the script.
+same script: the API keeps details' heads (``keeper.api.detailcache``) and
+repeated pages (``keeper.api.pagecache``), and a daemon that has served for a
+while has them. The lookup asks for a random job of all those indexed, and
+the list for a random page cursor over all their blocks, so what is kept is
+bounded by the caches, not by the script.
 """
 
 from __future__ import annotations
@@ -222,8 +223,8 @@ def bench_api(events: int, seconds: float, mode: str) -> Result:
             for label, path, lua, sample in routes:
                 size = len(http_bytes(base + sample))
                 http_bytes(f"{bare}/_bare/size/{size}", data=b"")
-                # unmeasured: the route's caches (SQLite's, the API's kept details and
-                # items) fill as in a daemon that has been serving for a while
+                # unmeasured: the route's caches (SQLite's, the API's kept heads and
+                # pages) fill as in a daemon that has been serving for a while
                 warm = wrk(base + path, seconds / ROUNDS, lua, daemon.pid)
                 rounds: dict[str, list[dict[str, float]]] = {"bare": [], "route": []}
                 for _ in range(ROUNDS):  # alternating, so both see the same moments of load

@@ -1,4 +1,4 @@
-"""Details' heads and list items kept under their subject's version, checked in the database.
+"""Details' heads kept under their subject's version, checked in the database each lookup.
 
 A detail's head (the row's object, its events and view reads) is most of
 what a lookup reads, and only the index store writes it, raising the
@@ -12,10 +12,6 @@ check is the database's, which a standby replays with the rows: it holds
 for API-only daemons reading a replica, where no invalidation from the
 writer's process could reach. Bounded in bytes; the least recently used
 heads go first.
-
-A list item (a row's wire object) is kept the same way under the same
-version, in a cache of its own: a page reads its rows' keys and versions,
-and builds in SQL only the items not kept at those versions.
 
 A detail's entity tag (``ETag``) is a digest over the head's digest, kept
 with the head, and the tail: a changed byte anywhere changes it, and a kept
