@@ -47,6 +47,7 @@ from keeper.api.responses import (
     json_error,
     json_response,
     json_text,
+    tagged_json,
 )
 from keeper.api.submit import VerdictSubmitter
 from keeper.domain.model import Protocol
@@ -225,24 +226,27 @@ class _Handlers:
         cursor = "null" if page.next_key is None else f'"{encode_cursor(kind, page.next_key)}"'
         return json_text(f'{{"items":[{page.items}],"next_cursor":{cursor}}}')
 
-    async def _detail(self, kind: Kind, request: web.Request) -> tuple[str, str, str | None]:
-        """(contract, id, the detail's JSON text or None) of a detail route's path."""
+    async def _detail(
+        self, kind: Kind, request: web.Request
+    ) -> tuple[str, str, tuple[str, str] | None]:
+        """(contract, id, the detail's JSON text and entity tag, or None) of a detail path."""
         contract = resolve_contract(request.match_info["contract"], self.contracts)
         if kind == "jobs":
             subject = parse_job_id(request.match_info["job_id"])
         else:
             subject = parse_task_id(request.match_info["task_id"])
         name = self.names.get(contract)
-        text = await self._lookup(lambda: self.reads.detail(kind, contract, subject, name))
-        return contract, subject, text
+        found = await self._lookup(lambda: self.reads.tagged_detail(kind, contract, subject, name))
+        return contract, subject, found
 
     async def _item(
         self, kind: Kind, request: web.Request
     ) -> tuple[str, str, dict[str, Any] | None]:
         """The detail as a dictionary (for the pages)."""
-        contract, subject, text = await self._detail(kind, request)
-        item = None if text is None else await self._verified(json.loads(text), contract, subject)
-        return contract, subject, item
+        contract, subject, found = await self._detail(kind, request)
+        if found is None:
+            return contract, subject, None
+        return contract, subject, await self._verified(json.loads(found[0]), contract, subject)
 
     async def _verified(self, item: dict[str, Any], contract: str, subject: str) -> dict[str, Any]:
         """A job's verification from an injected reader instead of the store's."""
@@ -260,12 +264,13 @@ class _Handlers:
         return await self._detail_response("tasks", request)
 
     async def _detail_response(self, kind: Kind, request: web.Request) -> web.Response:
-        contract, subject, text = await self._detail(kind, request)
-        if text is None:
+        contract, subject, found = await self._detail(kind, request)
+        if found is None:
             return json_error(404, "not_found", f"no {kind[:-1]} {subject} on {contract}")
+        text, tag = found
         if kind == "jobs" and self.verification != self.reads.verification:
             return json_response(await self._verified(json.loads(text), contract, subject))
-        return json_text(text)
+        return tagged_json(request, text, tag)
 
     async def get_verdict(self, request: web.Request) -> web.Response:
         contract = resolve_contract(request.match_info["contract"], self.contracts)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from keeper.api.detailcache import DetailCache, Kept, digest, entity_tag
 from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
 from keeper.store import queries, subjects
@@ -32,6 +33,7 @@ from keeper.store.subjects import Kind, Page
 __all__ = ["ApiReads"]
 
 T = TypeVar("T")
+_EVERY_PART = subjects.DetailParts()
 
 
 class ApiReads:
@@ -78,6 +80,12 @@ class ApiReads:
         cache: PageCache | None = getattr(self._local, "pages", None)
         if cache is None:
             cache = self._local.pages = PageCache()
+        return cache
+
+    def _detail_cache(self) -> DetailCache:
+        cache: DetailCache | None = getattr(self._local, "details", None)
+        if cache is None:
+            cache = self._local.details = DetailCache()
         return cache
 
     def close(self) -> None:
@@ -140,25 +148,69 @@ class ApiReads:
     def detail(
         self, kind: Kind, contract: str, subject_id: str, contract_name: str | None = None
     ) -> str | None:
-        """A job's or task's detail as JSON text, from one statement; None if not indexed.
+        """A job's or task's detail as JSON text; None if not indexed."""
+        found = self.tagged_detail(kind, contract, subject_id, contract_name)
+        return None if found is None else found[0]
 
-        The statement reads the keeper's and the verifier's tables too; on a
-        database where one of them is not migrated yet it is rebuilt without it.
+    def tagged_detail(
+        self, kind: Kind, contract: str, subject_id: str, contract_name: str | None = None
+    ) -> tuple[str, str] | None:
+        """(JSON text, entity tag) of a job's or task's detail; None if not indexed.
+
+        With a chain, the head is kept under the subject's version and a
+        later lookup at the same version reads only the version and the tail
+        (:mod:`keeper.api.detailcache`). The statement reads the keeper's and
+        the verifier's tables too; on a database where one of them (or the
+        versions) is not migrated yet it is rebuilt without it.
         """
         conn = self._conn()
-
-        def read(parts: subjects.DetailParts) -> str | None:
-            return subjects.detail(
-                conn, kind, contract, subject_id, chain_id=self.chain_id,
-                contract_name=contract_name, parts=parts,
-            )  # fmt: skip
-
         try:
-            return read(subjects.DetailParts())
+            return self._tagged(conn, kind, contract, subject_id, contract_name, _EVERY_PART)
         except Exception as exc:
             if not is_missing_table(exc):
                 raise
-        return self._tolerant(lambda: read(subjects.present_parts(conn)), None)
+        parts = subjects.present_parts(conn)
+        return self._tolerant(
+            lambda: self._tagged(conn, kind, contract, subject_id, contract_name, parts), None
+        )
+
+    def _tagged(
+        self,
+        conn: Db,
+        kind: Kind,
+        contract: str,
+        subject_id: str,
+        contract_name: str | None,
+        parts: subjects.DetailParts,
+    ) -> tuple[str, str] | None:
+        chain_id = self.chain_id
+        if chain_id is None or not parts.versions:
+            text = subjects.detail(
+                conn, kind, contract, subject_id, chain_id=chain_id,
+                contract_name=contract_name, parts=parts,
+            )  # fmt: skip
+            return None if text is None else (text, entity_tag(digest(text), ""))
+        cache = self._detail_cache()
+        key = (kind, contract, subject_id)
+        kept = cache.get(key)
+        if kept is not None:
+            now = subjects.detail_halves(
+                conn, kind, contract, subject_id, chain_id=chain_id,
+                contract_name=contract_name, parts=parts, tail_only=True,
+            )  # fmt: skip
+            if now is not None and now.version == kept.version:
+                return kept.head + now.tail, entity_tag(kept.digest, now.tail)
+            cache.drop(key)
+        found = subjects.detail_halves(
+            conn, kind, contract, subject_id, chain_id=chain_id,
+            contract_name=contract_name, parts=parts,
+        )  # fmt: skip
+        if found is None or found.head is None:
+            return None
+        head_digest = digest(found.head)
+        if found.version is not None:
+            cache.put(key, Kept(found.version, found.head, head_digest))
+        return found.head + found.tail, entity_tag(head_digest, found.tail)
 
     def job(self, contract: str, job_id: str) -> dict[str, Any] | None:
         return self._decoded(self.detail("jobs", contract, job_id))

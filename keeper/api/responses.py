@@ -14,12 +14,21 @@ from functools import partial
 from typing import Any
 
 from aiohttp import web
+from aiohttp.helpers import ETAG_ANY
 
 from keeper.api.params import BadParam
 from keeper.obs.logging import get_logger
 from keeper.store.pg import DatabaseUnavailableError
 
-__all__ = ["MAX_SUBMISSION_BYTES", "errors", "html", "json_error", "json_response", "json_text"]
+__all__ = [
+    "MAX_SUBMISSION_BYTES",
+    "errors",
+    "html",
+    "json_error",
+    "json_response",
+    "json_text",
+    "tagged_json",
+]
 
 MAX_SUBMISSION_BYTES = 1 << 20
 _log = get_logger(__name__)
@@ -37,6 +46,21 @@ def json_response(data: Any, status: int = 200) -> web.Response:
 def json_text(text: str) -> web.Response:
     """A body already encoded as JSON text (by SQLite)."""
     return web.Response(body=text.encode(), content_type="application/json", charset="utf-8")
+
+
+def tagged_json(request: web.Request, text: str, tag: str) -> web.Response:
+    """A JSON body with its entity tag, or 304 without a body when the client holds it.
+
+    ``no-cache`` instead of ``no-store``: a client may keep the body, and
+    must ask again (``If-None-Match``) before each use.
+    """
+    headers = {"ETag": f'"{tag}"', "Cache-Control": "no-cache"}
+    held = request.if_none_match
+    if held and any(e.value in (tag, ETAG_ANY) for e in held):  # weak comparison (RFC 9110)
+        return web.Response(status=304, headers=headers)
+    body = text.encode()
+    return web.Response(body=body, content_type="application/json", charset="utf-8",
+                        headers=headers)  # fmt: skip
 
 
 def json_error(

@@ -255,6 +255,7 @@ class IndexStore:
     def _rebuild_all(self) -> None:
         c, cid = self.conn, self.chain_id
         self._redecode_unknown()
+        self.projections.raise_versions(every=True)
         c.execute("DELETE FROM jobs WHERE chain_id = ?", (cid,))
         c.execute("DELETE FROM tasks WHERE chain_id = ?", (cid,))
         rows = c.execute(

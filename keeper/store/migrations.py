@@ -124,6 +124,8 @@ _PG_TYPES: Final = (
     (re.compile(r"\bINTEGER\b"), "BIGINT"),
     (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
     (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
+    # a table that is its primary key's B-tree: what every PostgreSQL table with one is
+    (re.compile(r"\)\s*WITHOUT ROWID\b"), ")"),
 )
 
 

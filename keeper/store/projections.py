@@ -53,6 +53,27 @@ class Projections:
         self.decoded: OrderedDict[tuple[str, int], Event] = OrderedDict()
         self.decoded_max = decoded_cache
 
+    def raise_versions(self, every: bool = False) -> None:
+        """Raise the version of each subject in the touched table (``every``: of the chain).
+
+        In the transaction that rewrites their rows, events or reads, so that
+        a reader (a standby's too) that sees a version sees what it stamps:
+        the API keeps those parts of a detail under it (keeper.api.detailcache).
+        """
+        if every:
+            self.conn.execute(
+                "UPDATE subject_versions SET version = version + 1 WHERE chain_id = ?",
+                (self.chain_id,),
+            )
+            return
+        self.conn.execute(
+            "INSERT INTO subject_versions (chain_id, contract, subject, version) "
+            f"SELECT ?, contract, subject, 1 FROM {self.touched} WHERE true "
+            "ON CONFLICT (chain_id, contract, subject) "
+            "DO UPDATE SET version = subject_versions.version + 1",
+            (self.chain_id,),
+        )
+
     def rebuild_subjects(
         self,
         touched: Iterable[tuple[str, str]],
@@ -70,6 +91,7 @@ class Projections:
         c, cid, tt, join = self.conn, self.chain_id, self.touched, self.join
         c.execute(f"DELETE FROM {tt}")
         c.executemany(f"INSERT INTO {tt} VALUES (?, ?) ON CONFLICT DO NOTHING", touched)
+        self.raise_versions()
         replace = not fresh and not fresh_reads  # a rollback: some subjects may vanish
         current: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = {"jobs": {}, "tasks": {}}
         for table, col, cols in (("jobs", "job_id", JOB_COLS), ("tasks", "task_id", TASK_COLS)):

@@ -225,4 +225,19 @@ MIGRATIONS: list[str] = [
     DROP INDEX jobs_status;
     DROP INDEX tasks_status
     """,
+    # 8: each subject's version, raised by the index store in the transaction that
+    # rewrites its projection, events or reads: the API keeps a detail's part written
+    # by the index store under it (keeper.api.detailcache), on a standby too
+    """
+    CREATE TABLE subject_versions (
+        chain_id INTEGER NOT NULL,
+        contract TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (chain_id, contract, subject)
+    ) WITHOUT ROWID;
+    INSERT INTO subject_versions (chain_id, contract, subject, version)
+        SELECT chain_id, contract, job_id, 1 FROM jobs
+        UNION ALL SELECT chain_id, contract, task_id, 1 FROM tasks
+    """,
 ]

@@ -45,15 +45,18 @@ __all__ = [
     "MAX_LIMIT",
     "SUBJECTS",
     "DetailParts",
+    "Halves",
     "Kind",
     "Page",
     "PageKey",
     "Subjects",
     "detail",
+    "detail_halves",
     "detail_statement",
     "list_page",
     "present_parts",
     "verification_of",
+    "versioned_statements",
     "wire_object",
 ]
 
@@ -353,6 +356,8 @@ class DetailParts:
 
     intents: bool = True
     verification: bool = True
+    # subject_versions (read by keeper.api.reads, not by these statements)
+    versions: bool = True
 
 
 def _array(element: str, rows: str, concat: str = _SQLITE["concat"]) -> str:
@@ -366,6 +371,64 @@ def _array(element: str, rows: str, concat: str = _SQLITE["concat"]) -> str:
         f"coalesce((SELECT '[' || {concat} || ']' FROM (SELECT {element} AS o "
         f"{rows}) AS subquery_part), '[]')"
     )
+
+
+def _detail_exprs(
+    kind: Kind, by_chain: bool, parts: DetailParts, dialect: Dialect
+) -> tuple[str, str, str]:
+    """(FROM clause of the row, head, tail): the detail's two halves as SQL text expressions.
+
+    The head (the row's object opened up, its ``events`` and ``reads``) is
+    written by the index store alone, which raises the subject's version in
+    the same transaction (:mod:`keeper.store.projections`); the tail
+    (``intents``, ``contract_paused``, ``contract_name``, a job's
+    ``verification``) also by the keeper and the verifier, and by
+    contract-level events, so it is always read afresh.
+    """
+    spec = SUBJECTS[kind]
+    sql = _PG if dialect == "postgresql" else _SQLITE
+    chain = " AND chain_id = :chain" if by_chain else ""
+    row, _ = wire_object(kind, dialect=dialect)
+    subject = f"WHERE contract = :contract AND subject = :id{chain}"
+    concat = sql["concat"]
+    events = f"FROM events {subject} ORDER BY chain_id, block_number, log_index"
+    reads = f"FROM chain_reads {subject} ORDER BY chain_id, +block_number, kind"
+    head = [
+        ("events", _array(sql["event"], events, concat)),
+        ("reads", _array(sql["read"], reads, concat)),
+    ]
+    intents = (
+        _array(sql["intent"], f"FROM keeper_intents {subject} ORDER BY id", concat)
+        if parts.intents
+        else "'[]'"
+    )
+    tail = [("intents", intents)]
+    if kind == "jobs":
+        paused = f"(SELECT name FROM ({latest_pause(by_chain)}) AS subquery_pause) = 'Paused'"
+        tail.append(("contract_paused", f"CASE WHEN {paused} THEN 'true' ELSE 'false' END"))
+    tail.append(("contract_name", sql["quote"]))
+    if kind == "jobs":
+        found = (
+            f"coalesce((SELECT {sql['verification']} FROM verifications WHERE chain_id = :chain "
+            "AND contract = :contract AND job_id = :id), 'null')"
+        )
+        tail.append(("verification", found if by_chain and parts.verification else "'null'"))
+
+    def joined(pairs: list[tuple[str, str]]) -> str:
+        return " || ".join(f"',\"{key}\":' || {value}" for key, value in pairs)
+
+    source = (
+        f"FROM (SELECT {row} AS w FROM {kind} WHERE contract = :contract AND "
+        f"{spec.id_col} = :id{chain} ORDER BY chain_id LIMIT 1) AS subquery_row"
+    )
+    # the row's object is opened up so that the detail's keys follow its own
+    return source, f"substr(w, 1, length(w) - 1) || {joined(head)}", f"{joined(tail)} || '}}'"
+
+
+# a subject's version (raised by every index store write of its head), by primary key
+_VERSION: Final = (
+    "FROM subject_versions WHERE chain_id = :chain AND contract = :contract AND subject = :id"
+)
 
 
 @functools.cache
@@ -383,40 +446,24 @@ def detail_statement(
     verifications are per chain). The parts are JSON texts joined as text
     (:func:`_array`): each is built once and never parsed again.
     """
-    spec = SUBJECTS[kind]
-    sql = _PG if dialect == "postgresql" else _SQLITE
-    chain = " AND chain_id = :chain" if by_chain else ""
-    row, _ = wire_object(kind, dialect=dialect)
-    subject = f"WHERE contract = :contract AND subject = :id{chain}"
-    concat = sql["concat"]
-    intents = (
-        _array(sql["intent"], f"FROM keeper_intents {subject} ORDER BY id", concat)
-        if parts.intents
-        else "'[]'"
-    )
-    events = f"FROM events {subject} ORDER BY chain_id, block_number, log_index"
-    reads = f"FROM chain_reads {subject} ORDER BY chain_id, +block_number, kind"
-    extra = [
-        ("events", _array(sql["event"], events, concat)),
-        ("reads", _array(sql["read"], reads, concat)),
-        ("intents", intents),
-    ]
-    if kind == "jobs":
-        paused = f"(SELECT name FROM ({latest_pause(by_chain)}) AS subquery_pause) = 'Paused'"
-        extra.append(("contract_paused", f"CASE WHEN {paused} THEN 'true' ELSE 'false' END"))
-    extra.append(("contract_name", sql["quote"]))
-    if kind == "jobs":
-        found = (
-            f"coalesce((SELECT {sql['verification']} FROM verifications WHERE chain_id = :chain "
-            "AND contract = :contract AND job_id = :id), 'null')"
-        )
-        extra.append(("verification", found if by_chain and parts.verification else "'null'"))
-    # the row's object is opened up so that the detail's keys follow its own
-    tail = " || ".join(f"',\"{key}\":' || {value}" for key, value in extra)
+    source, head, tail = _detail_exprs(kind, by_chain, parts, dialect)
+    return f"SELECT {head} || {tail} {source}"
+
+
+@functools.cache
+def versioned_statements(kind: Kind, parts: DetailParts, dialect: Dialect) -> tuple[str, str]:
+    """(whole, tail): :func:`detail_statement` of one chain in its two halves.
+
+    ``whole`` selects the subject's version, the head and the tail (no row
+    if the subject is not indexed); ``tail`` selects the version and the tail
+    alone (no row if the subject has no version), for a head kept from an
+    earlier read at that version. The version is read in the same statement
+    as what it stamps: one snapshot.
+    """
+    source, head, tail = _detail_exprs(kind, True, parts, dialect)
     return (
-        f"SELECT substr(w, 1, length(w) - 1) || {tail} || '}}' FROM (SELECT {row} AS w "
-        f"FROM {kind} WHERE contract = :contract AND {spec.id_col} = :id{chain} "
-        "ORDER BY chain_id LIMIT 1) AS subquery_row"
+        f"SELECT (SELECT version {_VERSION}) AS version, {head}, {tail} {source}",
+        f"SELECT version, {tail} {_VERSION}",
     )
 
 
@@ -434,17 +481,63 @@ def detail(
 
     None if it is not indexed. Without ``chain_id`` the lowest chain holding it answers.
     """
-    params: dict[str, Any] = {"contract": contract.lower(), "id": subject_id.lower(),
-                              "name": contract_name, "chain": chain_id}  # fmt: skip
     sql = detail_statement(kind, chain_id is not None, parts, dialect_of(conn))
-    row = conn.execute(sql, params).fetchone()
+    row = conn.execute(sql, _params(contract, subject_id, contract_name, chain_id)).fetchone()
     return None if row is None else str(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Halves:
+    """A detail read in its halves: the subject's version (None if it has none yet), the
+    head it stamps (None when only the tail was read) and the tail."""
+
+    version: int | None
+    head: str | None
+    tail: str
+
+
+def detail_halves(
+    conn: Db,
+    kind: Kind,
+    contract: str,
+    subject_id: str,
+    *,
+    chain_id: int,
+    contract_name: str | None = None,
+    parts: DetailParts = DetailParts(),
+    tail_only: bool = False,
+) -> Halves | None:
+    """:func:`detail` of one chain as :class:`Halves`: ``head + tail`` is its text.
+
+    ``tail_only`` reads the version and the tail without the head (None if
+    the subject has no version); otherwise None if it is not indexed.
+    """
+    whole, tail = versioned_statements(kind, parts, dialect_of(conn))
+    params = _params(contract, subject_id, contract_name, chain_id)
+    row = conn.execute(tail if tail_only else whole, params).fetchone()
+    if row is None:
+        return None
+    version = None if row[0] is None else int(row[0])
+    if tail_only:
+        return Halves(version, None, str(row[1]))
+    return Halves(version, str(row[1]), str(row[2]))
+
+
+def _params(
+    contract: str, subject_id: str, contract_name: str | None, chain_id: int | None
+) -> dict[str, Any]:
+    return {"contract": contract.lower(), "id": subject_id.lower(), "name": contract_name,
+            "chain": chain_id}  # fmt: skip
 
 
 def present_parts(conn: Db) -> DetailParts:
     """The optional tables of a detail that this database has."""
     names = table_names(conn)
-    return DetailParts(intents="keeper_intents" in names, verification="verifications" in names)
+    return DetailParts(
+        intents="keeper_intents" in names,
+        verification="verifications" in names,
+        versions="subject_versions" in names,
+    )
 
 
 def verification_of(conn: Db, chain_id: int, contract: str, job_id: str) -> dict[str, Any] | None:

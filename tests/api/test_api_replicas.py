@@ -112,7 +112,8 @@ def test_an_api_only_daemon_serves_pages_from_the_standby_with_its_lag(
 ) -> None:
     """The daemon's own API (Daemon.start_api) on read_urls: the pages come from the
     standby (a write on the primary stays unseen while its replay is paused, the byte
-    lag shows it, and it is served once replay resumes); lag and status are exported."""
+    lag shows it, and it is served once replay resumes, the detail kept from before
+    too); lag and status are exported."""
     primary = str(replicated.path)
     daemon = Daemon(_config(primary, [standby.on_standby(primary)]))
     daemon.start_api()
@@ -126,10 +127,14 @@ def test_an_api_only_daemon_serves_pages_from_the_standby_with_its_lag(
         with psycopg.connect(standby.url(), autocommit=True) as conn:
             conn.execute("SELECT pg_wal_replay_pause()")
         try:
-            with psycopg.connect(primary, autocommit=True) as conn:
+            with psycopg.connect(primary) as conn:  # one transaction, as the index store's
                 conn.execute(
                     "UPDATE jobs SET description = 'changed', status = 'expired', "
                     "status_code = 5 WHERE job_id = '3'"
+                )
+                # the version the kept detail is checked against, replayed with the row
+                conn.execute(
+                    "UPDATE subject_versions SET version = version + 1 WHERE subject = '3'"
                 )
             assert _get(port, "/v1/jobs/acp/3") == before  # the standby has not replayed it
             metrics = _get(port, "/metrics")
