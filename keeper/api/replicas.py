@@ -36,7 +36,6 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from keeper.config import DEFAULT_REPLICA_LAG_SECONDS
 from keeper.obs.logging import get_logger
 from keeper.store.db import Db, DbCursor, connect
 from keeper.store.pg import DatabaseUnavailableError, PgConnection
@@ -124,8 +123,8 @@ class ReadTargets:
         primary: str,
         read_urls: Sequence[str],
         *,
+        max_lag_seconds: float,
         retry_preferred_seconds: float = RETRY_PREFERRED_SECONDS,
-        max_lag_seconds: float = DEFAULT_REPLICA_LAG_SECONDS,
     ) -> None:
         self.primary = primary
         self.retry_preferred_seconds = retry_preferred_seconds

@@ -29,6 +29,7 @@ from keeper.api.replicas import (
     ReadTargets,
     refusal,
 )
+from keeper.config import DEFAULT_REPLICA_LAG_SECONDS as LAG
 from keeper.config import Config, parse_config
 from keeper.daemon import Daemon
 from keeper.devnet.anvil import free_port
@@ -171,7 +172,7 @@ def test_a_page_reads_one_snapshot_of_the_standby(
     """The API's read transaction (BEGIN: REPEATABLE READ) on a standby keeps one
     snapshot while replay goes on underneath; the next page sees the new rows."""
     primary = str(replicated.path)
-    conn = ReadConnection(ReadTargets(primary, [standby.on_standby(primary)]))
+    conn = ReadConnection(ReadTargets(primary, [standby.on_standby(primary)], max_lag_seconds=LAG))
     try:
         assert conn.name == "read0"
         read = "SELECT description FROM jobs WHERE job_id = '4'"
@@ -192,7 +193,7 @@ def test_a_replica_that_is_down_is_skipped_then_the_primary_serves(
 ) -> None:
     primary = str(replicated.path)
     dead = _dead_url()
-    targets = ReadTargets(primary, [dead, standby.on_standby(primary)])
+    targets = ReadTargets(primary, [dead, standby.on_standby(primary)], max_lag_seconds=LAG)
     conn = ReadConnection(targets)
     try:
         assert conn.name == "read1"
@@ -206,7 +207,7 @@ def test_a_replica_that_is_down_is_skipped_then_the_primary_serves(
         assert targets.fallbacks()["read1"] == 1 and conn.name == "read1"
     finally:
         conn.close()
-    only_dead = ReadTargets(primary, [dead])
+    only_dead = ReadTargets(primary, [dead], max_lag_seconds=LAG)
     conn = ReadConnection(only_dead)
     try:
         assert conn.name == PRIMARY
@@ -303,7 +304,9 @@ def test_a_reader_that_fell_back_returns_to_the_standby_once_it_answers(
     once the database is created on the primary and replayed, the reader moves back."""
     primary = str(replicated.path)
     name = f"later_{free_port()}"
-    targets = ReadTargets(primary, [standby.url(name)], retry_preferred_seconds=0.2)
+    targets = ReadTargets(
+        primary, [standby.url(name)], max_lag_seconds=LAG, retry_preferred_seconds=0.2
+    )
     conn = ReadConnection(targets)
     try:
         assert conn.name == PRIMARY and targets.fallbacks() == {"read0": 1}
@@ -462,7 +465,7 @@ def test_a_promoted_standby_serves_no_page(
     try:
         node.wait_replayed()
         node.pg_ctl("promote", "-w")
-        targets = ReadTargets(primary, [node.on_standby(primary)])
+        targets = ReadTargets(primary, [node.on_standby(primary)], max_lag_seconds=LAG)
         with capture_logs() as logs:
             conn = ReadConnection(targets)
         try:
@@ -492,7 +495,7 @@ def test_the_lag_figures_keep_one_session_per_server_across_scrapes(
     primary = str(replicated.path)
     # another test's daemon may still be closing its own
     others = frozenset(_monitor_sessions(standby.url()) + _monitor_sessions(postgres_server.url()))
-    targets = ReadTargets(primary, [standby.on_standby(primary)])
+    targets = ReadTargets(primary, [standby.on_standby(primary)], max_lag_seconds=LAG)
     try:
         for _ in range(3):
             assert [lag.up for lag in targets.lags()] == [True]

@@ -15,6 +15,7 @@ from ops_promql import grafana_expand, metric_names
 from prometheus_client.metrics import MetricWrapperBase
 
 from keeper.api.replicas import ReadTargets, ReplicaCollector
+from keeper.config import DEFAULT_REPLICA_LAG_SECONDS as LAG
 from keeper.obs.dbgauges import DatabaseCollector, DbGaugeSources
 from keeper.obs.metrics import Metrics
 
@@ -44,7 +45,9 @@ def families() -> dict[str, Family]:
         for family in attr.describe():
             name = family.name + "_total" if family.type == "counter" else family.name
             out[name] = Family(name, family.type, labels, family.documentation)
-    replicas = ReplicaCollector(ReadTargets("postgresql://doc@127.0.0.1/doc", []))
+    replicas = ReplicaCollector(
+        ReadTargets("postgresql://doc@127.0.0.1/doc", [], max_lag_seconds=LAG)
+    )
     for collector in (DatabaseCollector(DbGaugeSources()), replicas):
         for family in collector.describe():
             name = family.name + "_total" if family.type == "counter" else family.name
