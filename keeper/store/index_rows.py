@@ -8,6 +8,7 @@ int64 saturate (that far out means never).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -150,6 +151,7 @@ TASK_COLS: Final = (
 )  # fmt: skip
 
 
+@functools.cache
 def upsert(table: str, cols: tuple[str, ...], key: int) -> str:
     """INSERT replacing the row with the same first ``key`` columns (SQLite and PostgreSQL)."""
     sets = ", ".join(f"{c} = excluded.{c}" for c in cols[key:])
@@ -175,17 +177,24 @@ def row_writes(
     """
     insert = upsert(table, cols, 3)
     out: dict[str, list[tuple[Any, ...]]] = {}
-    key_where = " WHERE " + " AND ".join(f"{c} = ?" for c in cols[:3])
     for row in rows:
         old = stored.get(row[:3])
         if old is None:
             out.setdefault(insert, []).append(row)
             continue
-        changed = [i for i in range(3, len(cols)) if row[i] != old[i]]
+        changed = tuple(i for i in range(3, len(cols)) if row[i] != old[i])
         if changed:
-            sql = f"UPDATE {table} SET {', '.join(f'{cols[i]} = ?' for i in changed)}{key_where}"
+            sql = _update(table, cols, changed)
             out.setdefault(sql, []).append((*(row[i] for i in changed), *row[:3]))
     return out
+
+
+@functools.cache
+def _update(table: str, cols: tuple[str, ...], changed: tuple[int, ...]) -> str:
+    """The UPDATE of the ``changed`` columns of the row keyed by the first three (a batch
+    repeats a few such shapes over thousands of rows: each text is built once)."""
+    sets = ", ".join(f"{cols[i]} = ?" for i in changed)
+    return f"UPDATE {table} SET {sets} WHERE " + " AND ".join(f"{c} = ?" for c in cols[:3])
 
 
 def _topics_json(topics: tuple[str, ...]) -> str:
