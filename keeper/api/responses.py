@@ -58,9 +58,9 @@ def tagged_json(request: web.Request, text: str, tag: str) -> web.Response:
     held = request.if_none_match
     if held and any(e.value in (tag, ETAG_ANY) for e in held):  # weak comparison (RFC 9110)
         return web.Response(status=304, headers=headers)
-    body = text.encode()
-    return web.Response(body=body, content_type="application/json", charset="utf-8",
-                        headers=headers)  # fmt: skip
+    response = json_text(text)
+    response.headers.update(headers)
+    return response
 
 
 def json_error(
