@@ -68,6 +68,9 @@ _LAG_SQL: Final = (
     "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8, "
     "pg_last_wal_replay_lsn() - '0/0'::pg_lsn"
 )
+_PRIMARY_LSN_SQL: Final = "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"
+# the lag sessions' name in pg_stat_activity
+MONITOR_APPLICATION: Final = "keeper-replica-lag"
 
 
 # what a page's reader asks a standby before and while it reads there: is it still a
@@ -81,6 +84,11 @@ _HEALTH_SQL: Final = (
 )
 
 
+def _health(row: Any) -> tuple[bool, float | None]:
+    """(in recovery, lag seconds) from a row of ``_HEALTH_SQL``."""
+    return bool(row[0]), None if row[1] is None else float(row[1])
+
+
 def refusal(standby: bool, lag_seconds: float | None, ceiling: float) -> str | None:
     """Why pages must not be read from a target in this state; None: they may."""
     if not standby:
@@ -88,11 +96,6 @@ def refusal(standby: bool, lag_seconds: float | None, ceiling: float) -> str | N
     if lag_seconds is not None and lag_seconds > ceiling:
         return f"replay {lag_seconds:.1f} s behind, over the {ceiling:g} s ceiling"
     return None
-
-
-_PRIMARY_LSN_SQL: Final = "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"
-# the lag sessions' name in pg_stat_activity
-MONITOR_APPLICATION: Final = "keeper-replica-lag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +166,7 @@ class ReadTargets:
 
     def may_stay(self, name: str, conn: Db) -> bool:
         """Between pages: whether a reader on standby ``name`` may read its next page there."""
-        row = conn.execute(_HEALTH_SQL).fetchone()
-        why = self._refusal((bool(row[0]), None if row[1] is None else float(row[1])))
+        why = self._refusal(_health(conn.execute(_HEALTH_SQL).fetchone()))
         if why is not None:
             self.skipped(name, why)
         return why is None
@@ -415,7 +417,7 @@ def _probe(url: str) -> tuple[bool, float | None]:
     with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
         row = conn.execute(_HEALTH_SQL).fetchone()
     assert row is not None
-    return bool(row[0]), None if row[1] is None else float(row[1])
+    return _health(row)
 
 
 def _is_end(sql: str) -> bool:
