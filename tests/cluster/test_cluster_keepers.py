@@ -34,6 +34,7 @@ from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl
 from keeper.devnet.deploy import deploy_all
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import KEEPER_KEY, TrafficGenerator, address_of
+from keeper.domain.settlement import ACTIVE_ATTEMPT
 from keeper.store.db import connect
 
 KEYS = (KEEPER_KEY, DEV_KEYS[7])  # the daemon's key and the traffic's idle fallback keeper
@@ -59,12 +60,6 @@ async def _next_send(daemons: list[DaemonProc], after: int, within: float) -> Da
     return None
 
 
-# an attempt in one of these has its fate known: a new signature for its action is a new
-# decision, not a second transaction beside it (a pause or a hook that landed between the
-# gate and the block can fail a batched call, and the keeper tries again once it lifts)
-_SETTLED = ("confirmed", "dropped", "replaced")
-
-
 def _signed_beside_live(db: str) -> tuple[int, list[tuple[str, str, str]]]:
     """Actions signed at all, and those given a new (signer, nonce) while an attempt at an
     earlier pair was still live (fee bumps share a pair; refused sends never left)."""
@@ -86,8 +81,12 @@ def _signed_beside_live(db: str) -> tuple[int, list[tuple[str, str, str]]]:
         )
     beside = []
     for key, by_pair in pairs.items():
+        # a pair none of whose attempts is live (ACTIVE_ATTEMPT) has its fate known: a new
+        # signature after that is a new decision, not a second transaction beside it (a
+        # pause that landed between the gate and the block can fail a batched call, and
+        # the keeper tries again once it lifts)
         settled_at = [
-            max(u for _, _, u in a) if all(st in _SETTLED for st, _, _ in a) else None
+            max(u for _, _, u in a) if all(st not in ACTIVE_ATTEMPT for st, _, _ in a) else None
             for a in by_pair.values()
         ]
         signed_at = [min(c for _, c, _ in a) for a in by_pair.values()]
