@@ -228,6 +228,7 @@ class Projections:
         ``stored`` holds the current rows of the subjects (by table, then key):
         those are written only where they change. Without it every row is new.
         """
+        stored = stored or {}
         jobs: list[tuple[Any, ...]] = []
         tasks: list[tuple[Any, ...]] = []
         for (contract, subject), events, reads in groups:
@@ -238,8 +239,8 @@ class Projections:
             else:
                 tasks.append(task_row(self.chain_id, reduce_task(contract, subject, events, reads)))
             if len(jobs) + len(tasks) >= 5000:
-                self._flush(jobs, tasks, stored or {})
-        self._flush(jobs, tasks, stored or {})
+                self._flush(jobs, tasks, stored)
+        self._flush(jobs, tasks, stored)
 
     def _flush(
         self,
