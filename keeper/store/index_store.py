@@ -48,6 +48,7 @@ from keeper.store.index_rows import (
 )
 from keeper.store.pg import DatabaseUnavailableError
 from keeper.store.projections import Projections
+from keeper.store.queries import PAUSE_EVENTS
 
 T = TypeVar("T")
 
@@ -382,6 +383,9 @@ class IndexStore:
                     )
                 )
         self.projections.rebuild_subjects(touched, batch.events, batch.reads)
+        self.projections.raise_contract_versions(
+            e.contract for e in batch.events if e.subject is None and e.name in PAUSE_EVENTS
+        )
         self._set_cursor(batch.indexed_block, batch.indexed_hash, batch.finalized_block)
         c.execute(
             "DELETE FROM blocks WHERE chain_id = ? AND number < ?",
@@ -417,10 +421,19 @@ class IndexStore:
                 (cid, fork_point, cid, fork_point),
             )
         }
+        pause_changed = [
+            str(r[0])
+            for r in c.execute(
+                "SELECT DISTINCT contract FROM events WHERE chain_id = ? AND block_number > ? "
+                f"AND subject IS NULL AND name IN {PAUSE_EVENTS!r}",
+                (cid, fork_point),
+            )
+        ]
         for table, col in (("events", "block_number"), ("chain_reads", "block_number"),
                            ("blocks", "number")):  # fmt: skip
             c.execute(f"DELETE FROM {table} WHERE chain_id = ? AND {col} > ?", (cid, fork_point))
         self.projections.rebuild_subjects(touched)
+        self.projections.raise_contract_versions(pause_changed)
         finalized = min(current.finalized_block, fork_point) if current else fork_point
         self._set_cursor(fork_point, fork_hash, finalized)
         return touched

@@ -13,6 +13,10 @@ uint256 times need 64 bits), REAL is DOUBLE PRECISION, TEXT compares
 byte-wise (``COLLATE "C"``, SQLite's order, so pages and ``dump()`` agree),
 and an ``id INTEGER PRIMARY KEY`` (SQLite's rowid) is an identity column.
 
+A migration that only SQLite needs is a :class:`SqliteOnly`: its statements
+are given one by one (a trigger's body holds semicolons), and PostgreSQL
+records its version without running anything, so the numbers stay aligned.
+
 Daemons starting together on one PostgreSQL database must not both apply a
 migration: each migration's transaction first takes a transaction-scoped
 advisory lock (released by its COMMIT or ROLLBACK, so it cannot strand), then
@@ -23,10 +27,12 @@ from __future__ import annotations
 
 import importlib
 import re
+from dataclasses import dataclass
 from typing import Final
 
 from keeper.errors import StateCorruptedError
 from keeper.store.db import Db, dialect
+from keeper.store.versions import raised
 
 # pg_advisory_xact_lock key of the migration lock ("keeper" in ASCII)
 MIGRATION_LOCK: Final = 0x6B6565706572
@@ -34,10 +40,58 @@ MIGRATION_LOCK: Final = 0x6B6565706572
 COMPONENTS: tuple[str, ...] = ("index", "keeper", "verify")
 
 
-def component_migrations(component: str) -> list[str]:
+@dataclass(frozen=True)
+class SqliteOnly:
+    """A migration for what only the SQLite schema has (e.g. triggers), one statement each."""
+
+    statements: tuple[str, ...]
+
+
+Migration = str | SqliteOnly
+
+
+def version_triggers(table: str, subject: str, shown: tuple[str, ...] | None) -> SqliteOnly:
+    """Triggers raising a subject's version whenever a row of ``table`` about it changes.
+
+    For the tables a detail shows beside the index store's rows (the keeper's
+    intents, the verifier's verifications): on SQLite a subject's version then
+    stamps its whole detail, so the API checks one primary-key read per kept
+    detail (keeper.api.detailcache). ``shown`` limits the update trigger to the
+    columns the detail shows (None: any column). Part of released migrations:
+    never change what it returns.
+    """
+
+    def raise_for(row: str) -> str:
+        return (
+            f"UPDATE subject_versions SET version = {raised('sqlite', row + '.chain_id')} "
+            f"WHERE chain_id = {row}.chain_id AND contract = {row}.contract "
+            f"AND subject = {row}.{subject}; "
+        )
+
+    of = f" OF {', '.join(shown)}" if shown else ""
+    return SqliteOnly(
+        (
+            f"CREATE TRIGGER {table}_version_insert AFTER INSERT ON {table} "
+            f"BEGIN {raise_for('NEW')}END",
+            f"CREATE TRIGGER {table}_version_update AFTER UPDATE{of} ON {table} "
+            f"BEGIN {raise_for('NEW')}END",
+            f"CREATE TRIGGER {table}_version_delete AFTER DELETE ON {table} "
+            f"BEGIN {raise_for('OLD')}END",
+        )
+    )
+
+
+def component_migrations(component: str) -> list[Migration]:
     module = importlib.import_module(f"keeper.store.schema_{component}")
-    scripts: list[str] = module.MIGRATIONS
+    scripts: list[Migration] = module.MIGRATIONS
     return scripts
+
+
+def statements(script: Migration, postgres: bool) -> list[str]:
+    """What one migration runs on a backend, its column types mapped for PostgreSQL."""
+    if isinstance(script, SqliteOnly):
+        return [] if postgres else list(script.statements)
+    return [postgres_ddl(s) if postgres else s for s in _split(script)]
 
 
 _SCHEMA_TABLE: Final = (
@@ -101,8 +155,8 @@ def migrate(conn: Db) -> dict[str, int]:
                 if row is not None and int(row[0]) > version:
                     conn.execute("COMMIT")
                     continue
-                for statement in _split(scripts[version]):
-                    conn.execute(postgres_ddl(statement) if postgres else statement)
+                for statement in statements(scripts[version], postgres):
+                    conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations(component, version) VALUES (?, ?) "
                     "ON CONFLICT(component) DO UPDATE SET version = excluded.version",

@@ -31,6 +31,7 @@ from keeper.store.index_rows import (
     row_writes,
     task_row,
 )
+from keeper.store.versions import next_version, raised
 
 __all__ = ["Projections"]
 
@@ -46,6 +47,7 @@ class Projections:
         sqlite = dialect(conn) == "sqlite"
         self.touched = "temp.touched" if sqlite else "pg_temp.touched"
         self.join = "CROSS JOIN" if sqlite else "JOIN"
+        self._raised = raised(dialect(conn), "?")
         # Decoded stored events by (block hash, log index). That key names one
         # immutable log, so an entry can never be stale: it is only looked up
         # for rows the database returns. Saves re-decoding a busy subject's
@@ -58,20 +60,28 @@ class Projections:
 
         In the transaction that rewrites their rows, events or reads, so that
         a reader (a standby's too) that sees a version sees what it stamps:
-        the API keeps those parts of a detail under it (keeper.api.detailcache).
+        the API keeps details under it (keeper.api.detailcache).
         """
         if every:
             self.conn.execute(
-                "UPDATE subject_versions SET version = version + 1 WHERE chain_id = ?",
-                (self.chain_id,),
+                f"UPDATE subject_versions SET version = {self._raised} WHERE chain_id = ?",
+                (self.chain_id, self.chain_id),
             )
             return
         self.conn.execute(
             "INSERT INTO subject_versions (chain_id, contract, subject, version) "
-            f"SELECT ?, contract, subject, 1 FROM {self.touched} WHERE true "
-            "ON CONFLICT (chain_id, contract, subject) "
-            "DO UPDATE SET version = subject_versions.version + 1",
-            (self.chain_id,),
+            f"SELECT ?, contract, subject, {next_version('?')} FROM {self.touched} WHERE true "
+            f"ON CONFLICT (chain_id, contract, subject) DO UPDATE SET version = {self._raised}",
+            (self.chain_id, self.chain_id, self.chain_id),
+        )
+
+    def raise_contract_versions(self, contracts: Iterable[str]) -> None:
+        """Raise the version of every subject of these contracts: an event their details
+        all show (a pause) came or went."""
+        self.conn.executemany(
+            f"UPDATE subject_versions SET version = {self._raised} "
+            "WHERE chain_id = ? AND contract = ?",
+            [(self.chain_id, self.chain_id, c) for c in sorted(set(contracts))],
         )
 
     def rebuild_subjects(

@@ -43,6 +43,10 @@ def refundable(status: str, budget: int, settled: int) -> int:
     return max(budget - settled, 0) if status in _HOLDING_JOBS else 0
 
 
+# the contract-level events a contract's pause state follows (a detail shows it)
+PAUSE_EVENTS: Final = ("Paused", "Unpaused")
+
+
 def latest_pause(by_chain: bool) -> str:
     """The statement selecting (name, block) of a contract's latest Paused/Unpaused event.
 
@@ -52,7 +56,7 @@ def latest_pause(by_chain: bool) -> str:
     chain = " AND chain_id = :chain" if by_chain else ""
     return (
         "SELECT name, block_number FROM events WHERE contract = :contract "
-        f"AND subject IS NULL AND name IN ('Paused', 'Unpaused'){chain} "
+        f"AND subject IS NULL AND name IN {PAUSE_EVENTS!r}{chain} "
         "ORDER BY block_number DESC, log_index DESC LIMIT 1"
     )
 

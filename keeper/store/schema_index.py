@@ -240,4 +240,9 @@ MIGRATIONS: list[str] = [
         SELECT chain_id, contract, job_id, 1 FROM jobs
         UNION ALL SELECT chain_id, contract, task_id, 1 FROM tasks
     """,
+    # 9: versions rise in commit order (keeper.store.versions): the API learns what changed
+    # since the versions it has seen through this index, and a raise finds the top in it
+    """
+    CREATE INDEX subject_versions_order ON subject_versions (chain_id, version)
+    """,
 ]

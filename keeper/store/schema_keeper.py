@@ -18,10 +18,16 @@ while they hold its claim.
 ``keeper_dialects`` (migration 2) records the dialect found for each configured
 contract at the last start-up (``keeper.act.detect``), for ``keeper status``.
 
+Migration 4 (SQLite only): a change to an intent, in a column a detail
+shows, raises its subject's version (``subject_versions``, the index
+component's), so a subject's version stamps its whole detail.
+
 Fees and values are TEXT (decimal) like every uint256 in this database.
 """
 
-MIGRATIONS: list[str] = [
+from keeper.store.migrations import Migration, version_triggers
+
+MIGRATIONS: list[Migration] = [
     """
     CREATE TABLE keeper_intents (
         id INTEGER PRIMARY KEY,
@@ -100,4 +106,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE keeper_intents ADD COLUMN claim_expires DOUBLE PRECISION;
     CREATE INDEX keeper_intents_claims ON keeper_intents (chain_id, claimed_by)
     """,
+    # 4: (SQLite) an intent's change, in what a detail shows of it, raises its subject's
+    # version (keeper.store.subjects: the detail's intents)
+    version_triggers(
+        "keeper_intents",
+        "subject",
+        ("action", "status", "outcome", "detail", "due_at", "tx_hash", "receipt_block", "attempts"),
+    ),
 ]

@@ -8,11 +8,16 @@ so that a reorg removing the event removes the verification.
 computed, so a verdict can be shown and re-checked without the source; its
 ``origin`` says how it got there (``api``: posted to ``POST /v1/verdicts``,
 ``source``: fetched from a configured source).
+Migration 3 (SQLite only): any change to a verification raises its job's
+version (``subject_versions``, the index component's), so a job's version
+stamps its whole detail.
 Retry times are unix seconds (wall clock: they pace network fetches, not
 chain deadlines).
 """
 
-MIGRATIONS: list[str] = [
+from keeper.store.migrations import Migration, version_triggers
+
+MIGRATIONS: list[Migration] = [
     """
     CREATE TABLE verifications (
         chain_id INTEGER NOT NULL,
@@ -64,4 +69,6 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE verdict_documents ADD COLUMN origin TEXT NOT NULL DEFAULT 'source'
     """,
+    # 3: (SQLite) a verification's change raises its job's version
+    version_triggers("verifications", "job_id", None),
 ]

@@ -17,6 +17,8 @@ from keeper.store.index_store import INDEX_TABLES, IndexStore
 
 CHAIN = 31337
 BEFORE = 6  # the index schema version this migration starts from
+# every component's version in the release whose index schema was at BEFORE
+RELEASE = {"index": BEFORE, "keeper": 3, "verify": 2}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -76,10 +78,10 @@ def test_version_6_with_data_migrates_and_goes_on_like_a_fresh_database(
         m.setattr(
             migrations,
             "component_migrations",
-            lambda c: every(c)[:BEFORE] if c == "index" else every(c),
+            lambda c: every(c)[: RELEASE[c]],
         )
         migrations.migrate(old)
-    assert migrations.current_versions(old)["index"] == BEFORE
+    assert migrations.current_versions(old) == RELEASE
     assert {"events_block", "jobs_status", "tasks_status"} <= _indexes(old)
     # today's store writes tables later migrations add, so the version 6 data is what it
     # wrote on a current database, row for row (the index tables' columns are unchanged)
@@ -93,7 +95,7 @@ def test_version_6_with_data_migrates_and_goes_on_like_a_fresh_database(
     _copy_rows(source_conn, old, INDEX_TABLES)
     assert IndexStore(old, CHAIN, keep_margin=64).dump() == before
 
-    assert migrations.migrate(old)["index"] == len(every("index")) - BEFORE
+    assert migrations.migrate(old) == {c: len(every(c)) - v for c, v in RELEASE.items()}
     assert _primary_key(old) == ["chain_id", "block_number", "block_hash", "log_index"]
     assert not {"events_block", "jobs_status", "tasks_status"} & _indexes(old)
     assert {"events_subject", "events_kind_time"} <= _indexes(old)
