@@ -1,34 +1,36 @@
-"""Details' heads kept under their subject's version, checked in the database each lookup.
+"""Details kept under their subject's version, checked in the database each lookup.
 
-A detail's head (the row's object, its events and view reads) is most of
-what a lookup reads, and only the index store writes it, raising the
-subject's version in the same transaction (``subject_versions``). A head
-read together with its version in one statement is kept under that
-version; a later lookup reads the version and the tail (intents, pause
-state, verification: written by others, always read afresh) in one
-statement, and uses the kept head only if the version is still the one it
-was read at. So no answer predates a commit its connection can see, and the
-check is the database's, which a standby replays with the rows: it holds
-for API-only daemons reading a replica, where no invalidation from the
-writer's process could reach. Bounded in bytes; the least recently used
-heads go first.
+A subject's version (``subject_versions``) is raised by the index store in
+every transaction that rewrites its row, events or view reads, and by every
+contract-level pause event of its contract. On SQLite, triggers raise it
+too when the keeper's intents or the verifier's verification of the subject
+change (``keeper.store.migrations.version_triggers``): there it stamps the
+whole detail, which is kept under it, and a later lookup reads the version
+alone (a primary-key read) and serves the kept text if it is still the one it
+was read at. On PostgreSQL the version stamps only the head (the row's
+object, its events and view reads): the head is kept, and a lookup reads the
+version and the tail (intents, pause state, verification) in one statement.
+Either way no answer predates a commit its connection can see, and the
+check is the database's, which a standby replays with the rows: it holds for
+API-only daemons reading a replica, where no invalidation from the writer's
+process could reach. Bounded in bytes; the least recently used go first.
 
-A detail's entity tag (``ETag``) is a digest over the head's digest, kept
-with the head, and the tail: a changed byte anywhere changes it, and a kept
-head's 3 KB are not hashed again on every lookup.
+A detail's entity tag (``ETag``) is a digest over the kept text's digest
+and the tail read with it: a changed byte anywhere changes it, and a kept
+detail's 3 KB are not hashed again on every lookup.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Final, NamedTuple
 
 __all__ = ["CACHE_BYTES", "DetailCache", "Kept", "digest", "entity_tag"]
 
 # Per reading thread (lookups run on the API's one loop thread in the daemon).
-CACHE_BYTES: Final = 32 << 20
+CACHE_BYTES: Final = 64 << 20
 
 
 def digest(text: str) -> bytes:
@@ -41,7 +43,7 @@ def entity_tag(head_digest: bytes, tail: str) -> str:
 
 
 class Kept(NamedTuple):
-    """A head, the version it was read at, and its digest."""
+    """A head (on SQLite the whole detail), the version it was read at, and its digest."""
 
     version: int
     head: str
@@ -49,12 +51,18 @@ class Kept(NamedTuple):
 
 
 class DetailCache:
-    """Heads by subject; least recently used out. The caller checks the version."""
+    """Kept details by key, each about one subject (contract, subject id); least recently
+    used out. The caller checks versions; on SQLite it also records here the commit
+    header and the highest version it has caught up with (keeper.api.reads)."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self._heads: OrderedDict[Hashable, Kept] = OrderedDict()
+        self._keys: dict[tuple[str, str], set[Hashable]] = {}
+        self._subject: dict[Hashable, tuple[str, str]] = {}
         self._bytes = 0
+        self.header: bytes | None = None
+        self.seen: int | None = None
 
     def get(self, key: Hashable) -> Kept | None:
         found = self._heads.get(key)
@@ -62,19 +70,35 @@ class DetailCache:
             self._heads.move_to_end(key)
         return found
 
-    def put(self, key: Hashable, kept: Kept) -> None:
-        """Keep ``kept`` for ``key``, replacing what ``key`` had."""
+    def put(self, key: Hashable, subject: tuple[str, str], kept: Kept) -> None:
+        """Keep ``kept`` for ``key`` (about ``subject``), replacing what ``key`` had."""
         self.drop(key)
         size = len(kept.head)
         if size > self.max_bytes:
             return
         while self._heads and self._bytes + size > self.max_bytes:
-            _, oldest = self._heads.popitem(last=False)
-            self._bytes -= len(oldest.head)
+            self.drop(next(iter(self._heads)))
         self._heads[key] = kept
         self._bytes += size
+        self._subject[key] = subject
+        self._keys.setdefault(subject, set()).add(key)
 
     def drop(self, key: Hashable) -> None:
         found = self._heads.pop(key, None)
-        if found is not None:
-            self._bytes -= len(found.head)
+        if found is None:
+            return
+        self._bytes -= len(found.head)
+        subject = self._subject.pop(key)
+        keys = self._keys[subject]
+        keys.discard(key)
+        if not keys:
+            del self._keys[subject]
+
+    def drop_subjects(self, subjects: Iterable[tuple[str, str]]) -> None:
+        """Forget whatever is kept about these (contract, subject id) pairs."""
+        for subject in subjects:
+            for key in list(self._keys.get(subject, ())):
+                self.drop(key)
+
+    def clear(self) -> None:
+        self.drop_subjects(list(self._keys))

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from keeper.api.detailcache import DetailCache, Kept, digest, entity_tag
 from keeper.api.pagecache import PageCache
 from keeper.api.params import ListQuery
-from keeper.store import queries, subjects
+from keeper.store import queries, subjects, versions
 from keeper.store import verifications as vstore
-from keeper.store.db import Db, connect, data_version, is_missing_table, is_url
+from keeper.store.commitwatch import CommitWatch
+from keeper.store.db import Db, connect, data_version, dialect, is_missing_table, is_url
 from keeper.store.dialects import load_dialects
 from keeper.store.subjects import Kind, Page
 
@@ -63,6 +64,7 @@ class ApiReads:
         }
         self._local = threading.local()
         self._all: list[Db] = []
+        self._watches: list[CommitWatch] = []
         self._lock = threading.Lock()
 
     # --- connection -------------------------------------------------------------------
@@ -82,6 +84,23 @@ class ApiReads:
             cache = self._local.pages = PageCache()
         return cache
 
+    def _commit_version(self, conn: Db) -> Hashable:
+        """What changes with every commit: the WAL-index header when it can tell, without
+        a statement (SQLite), else the connection's data version."""
+        if dialect(conn) == "sqlite":
+            header = self._commit_watch().header()
+            if header is not None:
+                return header
+        return data_version(conn)
+
+    def _commit_watch(self) -> CommitWatch:
+        watch: CommitWatch | None = getattr(self._local, "watch", None)
+        if watch is None:
+            watch = self._local.watch = CommitWatch(self.path)
+            with self._lock:
+                self._watches.append(watch)
+        return watch
+
     def _detail_cache(self) -> DetailCache:
         cache: DetailCache | None = getattr(self._local, "details", None)
         if cache is None:
@@ -93,6 +112,9 @@ class ApiReads:
             for conn in self._all:
                 conn.close()
             self._all.clear()
+            for watch in self._watches:
+                watch.close()
+            self._watches.clear()
 
     def _snapshot(self, read: Callable[[], T]) -> T:
         """Run several queries against one consistent snapshot of the database."""
@@ -126,7 +148,7 @@ class ApiReads:
         """
         conn = self._conn()
         cache = self._page_cache()
-        version = data_version(conn)
+        version = self._commit_version(conn)
         key = (query.kind, query.contract, query.statuses, tuple(sorted(query.parties.items())),
                query.limit, query.after)  # fmt: skip
         kept = cache.get(version, key)
@@ -157,11 +179,13 @@ class ApiReads:
     ) -> tuple[str, str] | None:
         """(JSON text, entity tag) of a job's or task's detail; None if not indexed.
 
-        With a chain, the head is kept under the subject's version and a
-        later lookup at the same version reads only the version and the tail
-        (:mod:`keeper.api.detailcache`). The statement reads the keeper's and
-        the verifier's tables too; on a database where one of them (or the
-        versions) is not migrated yet it is rebuilt without it.
+        With a chain, what the subject's version stamps is kept under it
+        (:mod:`keeper.api.detailcache`): on SQLite the whole detail, served
+        again until the subject's version rises (:meth:`_catch_up`); on
+        PostgreSQL the head, and a later lookup reads the version and the tail.
+        The statement reads the keeper's and the verifier's tables too; on a
+        database where one of them (or the versions) is not migrated yet it is
+        rebuilt without it.
         """
         conn = self._conn()
         try:
@@ -191,9 +215,16 @@ class ApiReads:
             )  # fmt: skip
             return None if text is None else (text, entity_tag(digest(text), ""))
         cache = self._detail_cache()
-        key = (kind, contract, subject_id)
+        key = (kind, contract, subject_id, contract_name)
+        # on SQLite the version stamps the whole detail (the keeper's and the verifier's
+        # writes raise it too) and versions rise in commit order; elsewhere only the head
+        whole = dialect(conn) == "sqlite"
+        if whole:
+            self._catch_up(conn, cache, chain_id)
         kept = cache.get(key)
         if kept is not None:
+            if whole:
+                return kept.head, entity_tag(kept.digest, "")
             now = subjects.detail_halves(
                 conn, kind, contract, subject_id, chain_id=chain_id,
                 contract_name=contract_name, parts=parts, tail_only=True,
@@ -207,10 +238,31 @@ class ApiReads:
         )  # fmt: skip
         if found is None or found.head is None:
             return None
-        head_digest = digest(found.head)
+        head, tail = (found.head + found.tail, "") if whole else (found.head, found.tail)
+        head_digest = digest(head)
         if found.version is not None:
-            cache.put(key, Kept(found.version, found.head, head_digest))
-        return found.head + found.tail, entity_tag(head_digest, found.tail)
+            cache.put(key, (contract, subject_id), Kept(found.version, head, head_digest))
+        return head + tail, entity_tag(head_digest, tail)
+
+    def _catch_up(self, conn: Db, cache: DetailCache, chain_id: int) -> None:
+        """Forget the kept details of subjects whose version rose since the last look.
+
+        Nothing committed since (the WAL-index header is the one seen last:
+        :mod:`keeper.store.commitwatch`): nothing to do, no statement. Else the
+        versions above the highest seen name what changed (SQLite commits in
+        version order: :mod:`keeper.store.versions`). The header is read before
+        the versions, so a commit between the two is asked about again next time.
+        """
+        header = self._commit_watch().header()
+        if header is not None and header == cache.header:
+            return
+        if cache.seen is None:
+            cache.clear()
+            cache.seen = versions.top_version(conn, chain_id)
+        else:
+            changed, cache.seen = versions.changed_since(conn, chain_id, cache.seen)
+            cache.drop_subjects(changed)
+        cache.header = header
 
     def job(self, contract: str, job_id: str) -> dict[str, Any] | None:
         return self._decoded(self.detail("jobs", contract, job_id))

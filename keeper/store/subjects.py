@@ -425,7 +425,9 @@ def _detail_exprs(
     return source, f"substr(w, 1, length(w) - 1) || {joined(head)}", f"{joined(tail)} || '}}'"
 
 
-# a subject's version (raised by every index store write of its head), by primary key
+# a subject's version (raised by every index store write of its head and, on SQLite, by
+# every write of its intents and verification: keeper.store.migrations.version_triggers),
+# by primary key
 _VERSION: Final = (
     "FROM subject_versions WHERE chain_id = :chain AND contract = :contract AND subject = :id"
 )
