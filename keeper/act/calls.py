@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias
 
-from eth_abi.abi import decode
-
+from keeper.domain.abi import decode
 from keeper.domain.dialects import ErrorClass, selector
 from keeper.domain.model import Protocol
 from keeper.domain.protocols import classify_error

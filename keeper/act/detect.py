@@ -20,10 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from eth_abi.abi import decode
-
 from keeper.act.chain import ChainRpc
 from keeper.config import ContractConfig
+from keeper.domain.abi import decode
 from keeper.domain.dialects import Dialect, probe_calldata, selector
 from keeper.domain.dialects_taskmarket import DIAMOND_FUNCTION_NOT_FOUND
 from keeper.domain.model import Protocol

@@ -23,10 +23,10 @@ from typing import Any
 
 import rfc8785
 from aiohttp import web
-from eth_utils.crypto import keccak
 from jsonschema import Draft202012Validator
 
 from keeper.devnet.anvil import PROJECT_ROOT
+from keeper.domain.hashing import keccak
 from keeper.verify.schema_refs import ref_loop
 
 __all__ = [

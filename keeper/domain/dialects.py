@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from eth_abi.abi import decode, encode
-from eth_utils.crypto import keccak
-
+from keeper.domain.abi import decode, encode
 from keeper.domain.event_catalog import SPECS, EventSpec
+from keeper.domain.hashing import keccak
 from keeper.domain.model import Protocol
 from keeper.domain.planner import Action, ActionKind
 

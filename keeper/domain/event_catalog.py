@@ -22,8 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from eth_utils.crypto import keccak
-
+from keeper.domain.hashing import keccak
 from keeper.domain.model import Protocol
 
 __all__ = [

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from eth_abi.abi import decode
-
+from keeper.domain.abi import decode
 from keeper.domain.dialects import selector
 
 __all__ = ["MULTICALL3_ADDRESS", "Call3Result", "decode_aggregate3", "encode_aggregate3"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from eth_utils.crypto import keccak
+from keeper.domain.hashing import keccak
 
 __all__ = ["BENCHMARK", "BOUNTY", "CLAIM", "CONTEST_MODES", "PITCH", "mode_id"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from eth_utils.crypto import keccak
+from keeper.domain.hashing import keccak
 
 __all__ = [
     "DECIMALS_CALL",

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from eth_abi.abi import decode as abi_decode
-from eth_utils.crypto import keccak
-
+from keeper.domain.abi import decode as abi_decode
+from keeper.domain.hashing import keccak
 from keeper.domain.model import ArgValue
 from keeper.domain.view_words import Slicer, slicer_for
 

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from eth_utils.crypto import keccak
-
+from keeper.domain.hashing import keccak
 from keeper.domain.model import BlockHeader, Log
 from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError, TransientRpcError
 from keeper.rpc.transport import JsonRpcTransport, log

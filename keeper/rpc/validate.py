@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import Any, Final, TypeVar
 
-from eth_utils.crypto import keccak
-
+from keeper.domain.hashing import keccak
 from keeper.domain.model import BlockHeader, Log
 
 _QUANTITY: Final = re.compile(r"0x[0-9a-fA-F]{1,64}\Z")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TypeAlias
 
 import rfc8785
-from eth_utils.crypto import keccak
+
+from keeper.domain.hashing import keccak
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
