@@ -241,7 +241,9 @@ class ApiReads:
         head, tail = (found.head + found.tail, "") if whole else (found.head, found.tail)
         head_digest = digest(head)
         if found.version is not None:
-            cache.put(key, (contract, subject_id), Kept(found.version, head, head_digest))
+            # as the versions name it (the statements compare lowercased: subjects._params)
+            subject = (contract.lower(), subject_id.lower())
+            cache.put(key, subject, Kept(found.version, head, head_digest))
         return head + tail, entity_tag(head_digest, tail)
 
     def _catch_up(self, conn: Db, cache: DetailCache, chain_id: int) -> None:

@@ -55,10 +55,11 @@ def version_triggers(table: str, subject: str, shown: tuple[str, ...] | None) ->
 
     For the tables a detail shows beside the index store's rows (the keeper's
     intents, the verifier's verifications): on SQLite a subject's version then
-    stamps its whole detail, so the API checks one primary-key read per kept
-    detail (keeper.api.detailcache). ``shown`` limits the update trigger to the
-    columns the detail shows (None: any column). Part of released migrations:
-    never change what it returns.
+    stamps its whole detail, and the API serves a kept detail until the version
+    rises (keeper.api.detailcache). ``shown`` limits the update trigger to the
+    columns the detail shows (None: any column). Part of released migrations,
+    with the :func:`keeper.store.versions.raised` it embeds: never change what
+    either returns; a new trigger is a new migration.
     """
 
     def raise_for(row: str) -> str:

@@ -23,7 +23,10 @@ def next_version(chain: str) -> str:
 
 
 def raised(dialect: Dialect, chain: str) -> str:
-    """The expression a raise sets ``version`` to: the next version, and above its own."""
+    """The expression a raise sets ``version`` to: the next version, and above its own.
+
+    Released migrations embed it (the SQLite triggers): change it only with a new one.
+    """
     greatest = "greatest" if dialect == "postgresql" else "max"
     return f"{greatest}(subject_versions.version + 1, {next_version(chain)})"
 

@@ -23,6 +23,7 @@ from eth_utils.crypto import keccak
 from support.abi_events import encode_event
 
 from keeper.api.detailcache import DetailCache, Kept, digest
+from keeper.api.reads import ApiReads
 from keeper.domain.event_catalog import spec_for
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Log, Protocol
@@ -242,4 +243,28 @@ async def test_a_kept_list_page_shows_every_commit_at_the_next_request(
         )
         after = await listed()
         assert funded not in after and set(after) == set(before[0]) - {funded}
+    writer.close()
+
+
+def test_a_detail_asked_for_in_capitals_is_forgotten_when_its_subject_changes(
+    world: World, tmp_path: Path
+) -> None:
+    """The versions name subjects in lower case; a detail kept under an address written
+    in capitals is forgotten all the same when its subject's version rises."""
+    copy = tmp_path / "capitals.db"
+    shutil.copy(world.path, copy)
+    writer = connect(copy)
+    funded = next(j for j, s in world.jobs.items() if s == "funded" and j != world.intent_job)
+    reads = ApiReads(copy, CHAIN_ID, {ACP: "acp"})
+    shouted = "0x" + ACP[2:].upper()
+    before = reads.tagged_detail("jobs", shouted, funded, "acp")
+    assert before is not None and reads.tagged_detail("jobs", shouted, funded, "acp") == before
+    assert world.head is not None
+    block, events, chain_reads = _submitted(world.head, funded)
+    IndexStore(writer, CHAIN_ID).apply_batch(
+        Batch(events, [block], chain_reads, block.number, block.hash, block.number)
+    )
+    after = reads.tagged_detail("jobs", shouted, funded, "acp")
+    assert after is not None and after != before and block.hash in after[0]
+    reads.close()
     writer.close()
