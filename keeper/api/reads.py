@@ -96,6 +96,10 @@ class ApiReads:
     def _commit_watch(self) -> CommitWatch:
         watch: CommitWatch | None = getattr(self._local, "watch", None)
         if watch is None:
+            # a read first: this thread's connection then holds the -shm open (and its
+            # lock) until it closes, so the file the watch maps is neither truncated by
+            # a first opener nor replaced (keeper.store.commitwatch)
+            self._conn().execute("SELECT count(*) FROM sqlite_master").fetchone()
             watch = self._local.watch = CommitWatch(self.path)
             with self._lock:
                 self._watches.append(watch)
@@ -109,12 +113,12 @@ class ApiReads:
 
     def close(self) -> None:
         with self._lock:
+            for watch in self._watches:  # before the connections that keep their files
+                watch.close()
+            self._watches.clear()
             for conn in self._all:
                 conn.close()
             self._all.clear()
-            for watch in self._watches:
-                watch.close()
-            self._watches.clear()
 
     def _snapshot(self, read: Callable[[], T]) -> T:
         """Run several queries against one consistent snapshot of the database."""

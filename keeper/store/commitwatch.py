@@ -13,6 +13,12 @@ again on a difference. Here a header whose two copies agree and equal the
 last one seen means that no transaction has committed since; anything else
 (copies that differ while a commit is written, a file that is missing or
 too short) counts as a change, and the caller asks the database.
+
+SQLite truncates the ``-shm`` file when the first connection opens it and
+deletes it when the last one closes; a read of a mapping whose file was cut
+short would kill the process. So a watch is made only by a thread whose own
+connection has read from the database (and so holds the file open, with its
+lock, until it closes), and is closed before that connection.
 """
 
 from __future__ import annotations
