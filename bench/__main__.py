@@ -32,16 +32,21 @@ class Sizes:
     api_seconds: float
     page_events: int
     backend_events: int  # the same dense backfill into SQLite and PostgreSQL
+    million_events: int  # the dense backfill on a node without history
 
 
-QUICK = Sizes(200_000, 20_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10, 200_000, 50_000)
-FULL = Sizes(400_000, 40_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30, 1_000_000, 200_000)
+QUICK = Sizes(
+    200_000, 20_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10, 200_000, 50_000, 1_000_000
+)
+FULL = Sizes(
+    400_000, 40_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30, 1_000_000, 200_000, 1_000_000
+)
 
 
 def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
     from bench.api import bench_api
     from bench.backends import bench_backends
-    from bench.backfill import bench_backfill
+    from bench.backfill import bench_backfill, bench_backfill_million
     from bench.keeper import bench_keeper
     from bench.realtime import bench_realtime
     from bench.status_page import bench_status_page
@@ -50,6 +55,8 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
         "backfill": lambda: bench_backfill(s.backfill_events, sparse_events=s.sparse_events,
                                            naive_events=s.naive_events,
                                            steady_seconds=s.steady_seconds, mode=mode),
+        "backfill-1m": lambda: bench_backfill_million(s.million_events,
+                                                      naive_events=s.naive_events, mode=mode),
         "realtime": lambda: [bench_realtime(s.latency_fast, s.latency_slow,
                                             s.rpc_steady_seconds, mode)],
         "keeper": lambda: [bench_keeper(s.keeper_jobs, mode),

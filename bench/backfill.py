@@ -36,6 +36,7 @@ from web3 import Web3
 
 from bench.common import (
     ARCHIVE_ANVIL,
+    FULL_NODE_ANVIL,
     Result,
     free_port,
     http_json,
@@ -138,9 +139,12 @@ async def ceiling(
     return time.perf_counter() - start, count
 
 
-def naive(url: str, address: str, first: int, last: int, span: int, db: Path) -> tuple[float, int]:
+def naive(
+    url: str, address: str, first: int, last: int, span: int, db: Path, *, at_event: bool = True
+) -> tuple[float, int]:
     """web3.py ``get_logs`` + ``process_log`` per event + ``getJob`` per JobCreated at its
-    block + one INSERT per row, one commit per range (per-row commits would measure fsync)."""
+    block (``at_event``; else at the head, all a node without history answers) + one
+    INSERT per row, one commit per range (per-row commits would measure fsync)."""
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 120}))
     abi, _ = load_artifact("ERC8183")
     contract = w3.eth.contract(address=Web3.to_checksum_address(address), abi=abi)
@@ -172,7 +176,7 @@ def naive(url: str, address: str, first: int, last: int, span: int, db: Path) ->
             )  # fmt: skip
             if decoded["event"] == "JobCreated":
                 job = contract.functions.getJob(args["jobId"]).call(
-                    block_identifier=decoded["blockNumber"]
+                    block_identifier=decoded["blockNumber"] if at_event else "latest"
                 )
                 conn.execute(
                     "INSERT INTO jobs VALUES (?, ?, ?)",
@@ -267,11 +271,21 @@ def steady_memory(
 
 
 def _measure(
-    res: Result, node: AnvilProcess, work: Path, density: Density, events: int, naive_events: int
+    res: Result,
+    node: AnvilProcess,
+    work: Path,
+    density: Density,
+    events: int,
+    naive_events: int,
+    *,
+    history: bool = True,
 ) -> tuple[Deployment, int]:
     """One density on a fresh chain: generate, ceiling, ``keeper backfill``, naive.
 
-    Returns the deployment and the backfill's peak RSS in KiB.
+    ``history``: the node serves state at every block (an archive node); without
+    it the ceiling of reads at each event's block is not measured and the naive
+    baseline reads at the head. Returns the deployment and the backfill's peak RSS
+    in KiB.
     """
     d = deploy_all(node.url)
     canonical_multicall(node.url, d)
@@ -294,7 +308,11 @@ def _measure(
     c_secs, c_count = asyncio.run(ceiling(node.url, d.erc8183, first, last, span))
     if c_count != wl.events:
         raise RuntimeError(f"getLogs returned {c_count} escrow logs of {wl.events}")
-    r_secs, _ = asyncio.run(ceiling(node.url, d.erc8183, first, last, span, reads="alone"))
+    r_secs = (
+        asyncio.run(ceiling(node.url, d.erc8183, first, last, span, reads="alone"))[0]
+        if history
+        else None
+    )
     g_secs, _ = asyncio.run(ceiling(node.url, d.erc8183, first, last, span, reads="grouped"))
 
     cfg = write_config(work, "backfill", node.url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
@@ -314,7 +332,7 @@ def _measure(
     n_blocks = max(1, -(-naive_events // density.events_per_block))
     n_last = min(last, wl.first_block + n_blocks - 1)
     n_secs, n_count = naive(node.url, d.erc8183, wl.first_block, n_last, span,
-                            work / "naive.db")  # fmt: skip
+                            work / "naive.db", at_event=history)  # fmt: skip
 
     eps = wl.events / e_secs
     ceiling_eps = c_count / c_secs
@@ -326,7 +344,8 @@ def _measure(
     res.add("ceiling (getLogs + JSON parse)", ceiling_eps, "ev/s")
     res.add("share of the ceiling with grouped getJob reads", eps / (c_count / g_secs), "x")
     res.add("ceiling with the getJob reads grouped (aggregate3)", c_count / g_secs, "ev/s")
-    res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
+    if r_secs is not None:
+        res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
     res.add("events/s inside the process", summary["events_per_second"], "ev/s")
     res.details.update({
@@ -334,7 +353,8 @@ def _measure(
         "in_process_seconds": summary["seconds"],
         "in_process_events_per_second": summary["events_per_second"],
         "ceiling_seconds": round(c_secs, 2),
-        "ceiling_with_reads_seconds": round(r_secs, 2),
+        "ceiling_with_reads_seconds": None if r_secs is None else round(r_secs, 2),
+        "node_history": history,
         "ceiling_with_grouped_reads_seconds": round(g_secs, 2),
         "naive_events": n_count,
         "naive_seconds": round(n_secs, 2),
@@ -368,3 +388,15 @@ def bench_backfill(events: int, *, sparse_events: int, naive_events: int, steady
         out.append(res)
     out.append(mem)
     return out
+
+
+def bench_backfill_million(events: int, *, naive_events: int, mode: str) -> list[Result]:
+    """backfill-dense of ``events`` (1,000,000) on a node that keeps the last 64 states:
+    every state in memory, as the other backfills run, would not fit this machine."""
+    res = Result(f"backfill-dense-{events // 1_000_000}m", mode)
+    with AnvilProcess(extra_args=FULL_NODE_ANVIL + ANVIL_ARGS) as node, \
+            tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:  # fmt: skip
+        _, peak_kb = _measure(res, node, Path(tmp), DENSE, events, naive_events, history=False)
+    res.add(f"peak RSS, dense backfill of {res.details['stored_events']:,} events",
+            peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
+    return [res]

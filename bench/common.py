@@ -38,6 +38,9 @@ BENCH_RPS = 100_000.0
 # then waits on that, which an archive node serving from its database does not:
 # 27 s of a 76 s 1,000,000-event backfill were spent waiting for those reads
 ARCHIVE_ANVIL = ["--prune-history", "100000"]
+# a full node's view: the states of the last 64 blocks only (a getJob at an older block
+# fails), for the 1,000,000-event chain, whose every state in memory would not fit
+FULL_NODE_ANVIL = ["--prune-history", "64"]
 
 
 @dataclass
