@@ -71,8 +71,7 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (make bench)")
-    parser.add_argument("--only", nargs="*",
-                        choices=["backfill", "realtime", "keeper", "api", "page", "backends"],
+    parser.add_argument("--only", nargs="*", choices=list(benches(QUICK, "quick")),
                         help="run only these (memory comes with backfill)")  # fmt: skip
     args = parser.parse_args(argv)
     configure_logging("console", "warning", stream=sys.stderr)
