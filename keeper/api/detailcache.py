@@ -1,19 +1,19 @@
-"""Details kept under their subject's version, checked in the database each lookup.
+"""Details kept under their subject's version; no answer predates a commit its connection sees.
 
 A subject's version (``subject_versions``) is raised by the index store in
 every transaction that rewrites its row, events or view reads, and by every
 contract-level pause event of its contract. On SQLite, triggers raise it
 too when the keeper's intents or the verifier's verification of the subject
-change (``keeper.store.migrations.version_triggers``): there it stamps the
-whole detail, which is kept under it, and a later lookup reads the version
-alone (a primary-key read) and serves the kept text if it is still the one it
-was read at. On PostgreSQL the version stamps only the head (the row's
-object, its events and view reads): the head is kept, and a lookup reads the
-version and the tail (intents, pause state, verification) in one statement.
-Either way no answer predates a commit its connection can see, and the
-check is the database's, which a standby replays with the rows: it holds for
-API-only daemons reading a replica, where no invalidation from the writer's
-process could reach. Bounded in bytes; the least recently used go first.
+change (``keeper.store.migrations.version_triggers``), and versions rise in
+commit order (``keeper.store.versions``): there the whole detail is kept,
+and served as kept until the reader learns, once per commit, that the
+subject's version rose (``keeper.api.reads``). On PostgreSQL the version
+stamps only the head (the row's object, its events and view reads): the head
+is kept, and each lookup reads the version and the tail (intents, pause
+state, verification) in one statement. Either way the check is the
+database's, which a standby replays with the rows: it holds for API-only
+daemons reading a replica, where no invalidation from the writer's process
+could reach. Bounded in bytes; the least recently used go first.
 
 A detail's entity tag (``ETag``) is a digest over the kept text's digest
 and the tail read with it: a changed byte anywhere changes it, and a kept
