@@ -33,9 +33,7 @@ def raised(dialect: Dialect, chain: str) -> str:
 
 def top_version(conn: Db, chain_id: int) -> int:
     """The chain's highest version (0 without any)."""
-    row = conn.execute(
-        "SELECT coalesce(max(version), 0) FROM subject_versions WHERE chain_id = ?", (chain_id,)
-    ).fetchone()
+    row = conn.execute(f"SELECT {next_version('?')} - 1", (chain_id,)).fetchone()
     return int(row[0])
 
 
