@@ -179,13 +179,41 @@ class AnvilProcess:
 
 
 class ChainControl:
-    """The test-and-devnet levers on an anvil node: time, mining, reorgs, fees."""
+    """The test-and-devnet levers on an anvil node: time, mining, reorgs, fees.
+
+    Every lever that moves the chain first lets automine finish: anvil answers
+    ``eth_sendRawTransaction`` before its miner has stored the block, and a
+    reorg, a mined block or a new timestamp racing that miner leaves anvil's
+    books inconsistent (a receipt in a canonical block whose sender's count
+    never counted it) or takes the timestamp the caller meant for its own block.
+    """
+
+    # automine stores a block in milliseconds; a pool that has not moved for this
+    # long holds transactions it will not mine (fees under the base fee)
+    SETTLE_STALL_SECONDS = 1.0
 
     def __init__(self, url: str) -> None:
         self.url = url
 
     def call(self, method: str, *params: Any) -> Any:
         return rpc_call(self.url, method, list(params))
+
+    def settle(self) -> None:
+        """Return once automine has stored every transaction it holds ready to mine."""
+        ready = self._ready()
+        if not ready or not self.call("anvil_getAutomine"):
+            return
+        moved_at = time.monotonic()
+        while ready:
+            time.sleep(0.002)
+            now = self._ready()
+            if now != ready:
+                ready, moved_at = now, time.monotonic()
+            elif time.monotonic() - moved_at > self.SETTLE_STALL_SECONDS:
+                return
+
+    def _ready(self) -> int:
+        return int(self.call("txpool_status")["pending"], 16)
 
     def block_number(self) -> int:
         return int(self.call("eth_blockNumber"), 16)
@@ -199,14 +227,17 @@ class ChainControl:
         return int(self.block(tag)["timestamp"], 16)
 
     def mine(self, blocks: int = 1) -> None:
+        self.settle()
         self.call("anvil_mine", hex(blocks))
 
     def increase_time(self, seconds: int, *, mine: bool = True) -> None:
+        self.settle()
         self.call("evm_increaseTime", seconds)
         if mine:
             self.mine()
 
     def set_next_timestamp(self, ts: int) -> None:
+        self.settle()
         self.call("evm_setNextBlockTimestamp", ts)
 
     def mine_at(self, ts: int) -> None:
@@ -215,16 +246,20 @@ class ChainControl:
         self.mine()
 
     def snapshot(self) -> str:
+        self.settle()
         return str(self.call("evm_snapshot"))
 
     def revert(self, snapshot_id: str) -> bool:
+        self.settle()
         return bool(self.call("evm_revert", snapshot_id))
 
     def reorg(self, depth: int, txs: list[tuple[dict[str, Any], int]] | None = None) -> None:
         """Replace the last ``depth`` blocks (anvil_reorg); ``txs`` go into the new ones."""
+        self.settle()
         self.call("anvil_reorg", depth, [[tx, idx] for tx, idx in (txs or [])])
 
     def set_base_fee(self, wei: int) -> None:
+        self.settle()
         self.call("anvil_setNextBlockBaseFeePerGas", hex(wei))
 
     def drop_transaction(self, tx_hash: str) -> None:

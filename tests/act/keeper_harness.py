@@ -93,6 +93,7 @@ class Escrows:
         return self.control.timestamp()
 
     def view(self, to: str, data: str) -> bytes:
+        self.control.settle()  # read what automine has stored, not the block before it
         return bytes.fromhex(
             str(rpc_call(self.url, "eth_call", [{"to": to, "data": data}, "latest"]))[2:]
         )
@@ -344,6 +345,7 @@ async def head(rpc: RpcClient) -> BlockHeader:
 
 def nonce_of(escrows: Escrows, key: str, tag: str = "latest") -> int:
     """The transaction count of ``key``'s address at ``tag``."""
+    escrows.control.settle()
     return int(escrows.control.call("eth_getTransactionCount", address_of(key), tag), 16)
 
 
