@@ -2,17 +2,23 @@
 
 Below the finalized block the indexer scans ``eth_getLogs`` ranges sized by
 the range policy. :func:`prefetched` runs the scan in a producer task that
-fetches range k+1 (logs, headers, view reads) while the indexer has range k
-committed: the node works on the next answer while the daemon spends CPU on
-SQLite, instead of each waiting for the other. Items come out in range
-order, so commits stay in order and crash safety is unchanged; a failure in
-range k+1 surfaces after range k is committed.
+fetches the next batches (logs, headers, view reads) while the indexer has
+one committed: the node works on the next answers while the daemon spends
+CPU on SQLite, instead of each waiting for the other. A commit holds the
+event loop (SQLite is synchronous), so only requests already sent are
+answered meanwhile: the batches after the next one are fetched by tasks of
+their own, each sending its headers and reads request as soon as the loop
+runs, rather than one after the other once the committing side waits.
+Items come out in range order, so commits stay in order and crash safety
+is unchanged; a failure in a later batch surfaces after the earlier ones
+are committed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -23,16 +29,19 @@ from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.scan import scan_logs, wire_size
 
-__all__ = ["PREFETCH_RANGES", "Fetched", "RangeFetcher"]
+__all__ = ["FETCHING_AHEAD", "PREFETCH_RANGES", "Fetched", "RangeFetcher"]
 
 log = get_logger(__name__)
 
-# Historical batches fetched ahead of the one being committed: one keeps the node
-# busy while we write; more would only hold more logs in memory. Each batch is
-# bounded by ``batch_events`` and ``batch_bytes`` (one block at least), so what
-# is held is at most the answer being cut, this many batches and the one being
-# committed.
+# Historical batches ready ahead of the one being committed, and batches being
+# fetched (headers and reads in flight) behind them. Without the second, the
+# headers and reads of the next batch are only asked for once the committing
+# side waits, and both sides then wait for the node. Each batch is bounded by
+# ``batch_events`` and ``batch_bytes`` (one block at least), so what is held is
+# at most the answer being cut, PREFETCH_RANGES + FETCHING_AHEAD batches and
+# the one being committed.
 PREFETCH_RANGES = 1
+FETCHING_AHEAD = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +82,9 @@ class RangeFetcher:
             while (item := await queue.get()) is not None:
                 if isinstance(item, Exception):
                     raise item
+                # one turn of the loop before the commit holds it: the fetches in
+                # flight send what their answers so far let them ask next
+                await asyncio.sleep(0)
                 yield item
         finally:
             producer.cancel()
@@ -82,15 +94,23 @@ class RangeFetcher:
     async def _fetch_ranges(
         self, start: int, end: int, queue: asyncio.Queue[Fetched | Exception | None]
     ) -> None:
+        fetching: deque[asyncio.Task[Fetched]] = deque()
         try:
             chunks = scan_logs(self.rpc, self.addresses, start, end, self.policy)
             async for _lo, hi, logs in chunks:
                 for piece, piece_hi in self._pieces(logs, hi):
-                    await queue.put(await self._fetch_range(piece_hi, piece))
-                del logs  # the answer is not held while the next one is fetched
+                    fetching.append(asyncio.create_task(self._fetch_range(piece_hi, piece)))
+                    while len(fetching) > FETCHING_AHEAD:
+                        await queue.put(await fetching.popleft())
+                del logs, piece  # the answer is not held while the next one is fetched
+            while fetching:
+                await queue.put(await fetching.popleft())
         except Exception as exc:  # handed to the committing side, which raises it
+            await _cancel_all(fetching)
             await queue.put(exc)
             return
+        finally:
+            await _cancel_all(fetching)
         await queue.put(None)
 
     def _pieces(self, logs: list[Log], hi: int) -> list[tuple[list[Log], int]]:
@@ -131,3 +151,11 @@ class RangeFetcher:
         events = self.decode(logs, by_number)
         reads = await self.execute_reads(events)
         return Fetched(by_number[hi], events, reads)
+
+
+async def _cancel_all(tasks: deque[asyncio.Task[Fetched]]) -> None:
+    """Cancel the fetches still held and wait for them: none outlives the scan."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    tasks.clear()

@@ -73,6 +73,11 @@ class ViewReader:
         # the highest block at which the aggregate was answered with no results (no
         # Multicall3 yet at that block): reads at or below it are made alone
         self._no_multicall_to = -1
+        # held by reads until one has asked the finalized block: batches fetched
+        # together then learn once whether it has state (and whether Multicall3
+        # has code), instead of each asking the node what the first one learns
+        self._first = asyncio.Lock()
+        self._learned = False
 
     async def execute(
         self, events: Sequence[Event], *, finalized: int = -1, head: int | None = None
@@ -91,13 +96,25 @@ class ViewReader:
     async def read(
         self, todo: Sequence[ReadRequest], *, finalized: int = -1, head: int | None = None
     ) -> list[ChainRead]:
+        if self._learned:
+            return (await self._read(todo, finalized, head))[0]
+        async with self._first:
+            out, learned = await self._read(todo, finalized, head)
+            self._learned = self._learned or learned
+            return out
+
+    async def _read(
+        self, todo: Sequence[ReadRequest], finalized: int, head: int | None
+    ) -> tuple[list[ChainRead], bool]:
+        """The reads, and whether a call asked a block other than its event's."""
         out: list[ChainRead] = []
         unavailable: list[tuple[ViewCall, StateUnavailableError]] = []
         at_head = None if self.finalized_state else head
         calls = plan_calls(todo, finalized=finalized, head=at_head)
+        learned = any(call.source != EVENT_BLOCK for call in calls)
         await self._call_all(calls, out, unavailable)
         if not unavailable:
-            return out
+            return out, learned
         retry: list[ViewCall] = []
         missing = 0
         for call, exc in unavailable:
@@ -120,7 +137,7 @@ class ViewReader:
             missing=missing,
             finalized_state=self.finalized_state,
         )
-        return out
+        return out, learned
 
     async def _call_all(
         self,

@@ -3,7 +3,9 @@
 A real anvil with the devnet emitter's job flows (hundreds of events a block,
 and one block over the bound): every committed batch of a bounded index holds
 at most ``batch_events`` events and ``batch_bytes`` answer bytes unless it is a
-single block, and the index equals the one built in unbounded batches.
+single block, and the index equals the one built in unbounded batches. The
+batches after the next are fetched while one commits (their headers asked for
+already), and closing the scan early leaves no fetch running.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from support.rpc_proxy import RpcProxy
 from sync_support import Harness, table_diff, write_config
 from web3 import Web3
 
@@ -26,6 +29,7 @@ from keeper.indexing import NullListener
 from keeper.rpc import EndpointConfig, RpcClient
 from keeper.rpc.scan import wire_size
 from keeper.store.index_store import ApplyResult
+from keeper.sync.history import FETCHING_AHEAD
 
 # jobs per block (6 events each): dense blocks, one block over the bound, a sparse tail
 LAYOUT = [60] * 6 + [150] + [60] * 2 + [3] * 5
@@ -130,3 +134,46 @@ async def test_wire_size_estimates_the_answer(
     assert len(logs) >= sum(LAYOUT) * 6
     estimate = sum(map(wire_size, logs))
     assert abs(estimate - len(raw)) <= len(raw) / 10, (estimate, len(raw))
+
+
+async def test_batches_after_the_next_are_fetched_while_one_is_held(
+    module_anvil: AnvilProcess, dense: Deployment, tmp_path: Path
+) -> None:
+    """When the first batch is handed over, the headers of the batches after the next
+    have been asked for already; closing the scan then cancels and waits for every
+    fetch started ahead of it (an error in a commit, a shutdown).
+
+    Every call but getLogs is answered after a delay: a fetcher that fetches one
+    batch after another has asked for the next batch's headers at most (the
+    dense blocks here are a batch each).
+    """
+    with RpcProxy(module_anvil.url) as proxy:
+        for label in ("eth_call", "batch"):  # a lone call, or in a JSON-RPC batch
+            proxy.rules.on(label, timeout=10**6, delay=0.3)
+        cfg = write_config(
+            tmp_path, "early", [proxy.url], dense, finality="confirmations", confirmations=0,
+            batch_events=BOUND_EVENTS,
+        )  # fmt: skip
+        h = Harness(cfg)
+        try:
+            await h.indexer.heads()
+            before = asyncio.all_tasks()
+            head = await h.rpc.block_number()
+            scan = h.indexer.history.prefetched(dense.start_block, head)
+            first = await anext(scan)
+            while len(first.events) < 60 * 6:  # the deployments' blocks before the job flows
+                first = await anext(scan)
+            assert len(first.events) == 60 * 6  # the first dense block alone
+            asked = {
+                int(params[0], 16)
+                for params in proxy.requests_for("eth_getBlockByNumber")
+                if str(params[0]).startswith("0x")
+            }
+            ahead = sorted(n for n in asked if n > first.anchor.number)
+            assert len(ahead) >= FETCHING_AHEAD, (first.anchor.number, ahead)
+            await scan.aclose()
+            # no fetch is left to ask anything more (a request already on its way may
+            # still reach the proxy after this: it is not counted)
+            assert asyncio.all_tasks() == before
+        finally:
+            await h.close()
