@@ -38,8 +38,9 @@ log = get_logger(__name__)
 # headers and reads of the next batch are only asked for once the committing
 # side waits, and both sides then wait for the node. Each batch is bounded by
 # ``batch_events`` and ``batch_bytes`` (one block at least), so what is held is
-# at most the answer being cut, PREFETCH_RANGES + FETCHING_AHEAD batches and
-# the one being committed.
+# at most the answer being cut, the batch being committed, PREFETCH_RANGES
+# ready, one fetched and waiting for room, and FETCHING_AHEAD being fetched:
+# five batches.
 PREFETCH_RANGES = 1
 FETCHING_AHEAD = 2
 
