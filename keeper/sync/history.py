@@ -110,8 +110,9 @@ class RangeFetcher:
             await _cancel_all(fetching)
             await queue.put(exc)
             return
-        finally:
+        except asyncio.CancelledError:  # the committing side closed the scan
             await _cancel_all(fetching)
+            raise
         await queue.put(None)
 
     def _pieces(self, logs: list[Log], hi: int) -> list[tuple[list[Log], int]]:
