@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from support.child_reaper import children, leaked, reap
 
@@ -14,6 +15,12 @@ def test_a_running_child_is_seen_and_reaped_with_its_command_line() -> None:
     proc = subprocess.Popen(["sleep", "60"])
     born = children() - before
     assert born == {proc.pid}
+    # Popen returns once exec has begun; the new command line is written a moment
+    # later (an empty /proc cmdline was read here under load), so wait for it
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while not cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     proc.send_signal(signal.SIGSTOP)  # a stopped one (a stalled daemon) is killed too
     assert leaked(born) == {proc.pid}
     assert reap(born) == [f"{proc.pid}: sleep 60"]
