@@ -268,7 +268,7 @@ class Daemon:
             return
         try:
             cursor = self.c.store.cursor()
-        except dbmod.TRANSIENT_ERRORS as exc:  # a server restart: the next read reconnects
+        except dbmod.transient_errors() as exc:  # a server restart: the next read reconnects
             log.warning("standby_cursor_failed", error=str(exc), kind=type(exc).__name__)
             return
         indexed = -1 if cursor is None else cursor.indexed_block

@@ -16,6 +16,10 @@ class RetryableError(KeeperError):
     """A transient failure: the same call may succeed later."""
 
 
+class DatabaseUnavailableError(RetryableError):
+    """The PostgreSQL server went away; what the statement's transaction did is rolled back."""
+
+
 class FatalError(KeeperError):
     """A failure that no retry fixes; the operation (or the daemon) must stop."""
 

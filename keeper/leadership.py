@@ -33,13 +33,10 @@ from keeper.domain.lease import (
 )
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
-from keeper.store.db import TRANSIENT_ERRORS, Db, dialect, session
+from keeper.store.db import Db, dialect, session, transient_errors
 from keeper.store.leases import LeaseFence, LeaseRowBusyError, LeaseStore
 
 __all__ = ["INDEXER", "Leadership"]
-
-# a try that counts as a miss: locked past the busy timeout or the row's wait, a server gone
-_MISSES: tuple[type[Exception], ...] = (LeaseRowBusyError, *TRANSIENT_ERRORS)
 
 log = get_logger(__name__)
 
@@ -92,6 +89,8 @@ class Leadership:
         """One try at the lease (acquire or renew); a database that is busy counts as a miss."""
         sent = self._clock()
         t = self.timings
+        # a miss: locked past the busy timeout or the row's wait, a server gone
+        misses: tuple[type[Exception], ...] = (LeaseRowBusyError, *transient_errors())
         try:
             tried = self.leases.try_acquire(
                 self.holder, self.node, t.lease_seconds, startup=self._reclaim,
@@ -99,7 +98,7 @@ class Leadership:
                 # writer first; a writer stalled mid-statement is ended after this wait
                 wait_seconds=t.lease_seconds + t.renew_seconds,
             )  # fmt: skip
-        except _MISSES as exc:
+        except misses as exc:
             ended = exc.ended if isinstance(exc, LeaseRowBusyError) else []
             if ended:
                 log.warning("lease_holder_session_ended", role=self.role, sessions=ended)
@@ -121,7 +120,7 @@ class Leadership:
     def release(self) -> None:
         """On a clean stop: end the lease now so a standby need not wait for it to expire."""
         if self.state.standing is Standing.LEADER:
-            with contextlib.suppress(*TRANSIENT_ERRORS):
+            with contextlib.suppress(*transient_errors()):
                 self.leases.release(self.holder, self.state.epoch)
             self._apply(fenced_out(self.state), "released")
 

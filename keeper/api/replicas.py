@@ -36,9 +36,10 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from keeper.errors import DatabaseUnavailableError
 from keeper.obs.logging import get_logger
 from keeper.store.db import Db, DbCursor, connect
-from keeper.store.pg import DatabaseUnavailableError, PgConnection
+from keeper.store.pg import PgConnection
 
 __all__ = [
     "MONITOR_APPLICATION",

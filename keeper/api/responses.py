@@ -17,8 +17,8 @@ from aiohttp import web
 from aiohttp.helpers import ETAG_ANY
 
 from keeper.api.params import BadParam
+from keeper.errors import DatabaseUnavailableError
 from keeper.obs.logging import get_logger
-from keeper.store.pg import DatabaseUnavailableError
 
 __all__ = [
     "MAX_SUBMISSION_BYTES",

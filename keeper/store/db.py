@@ -10,19 +10,20 @@ texts side by side.
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
 
-import psycopg
-
-from keeper.store.pg import DatabaseUnavailableError, PgConnection, PgRow
+from keeper.errors import DatabaseUnavailableError
 from keeper.store.queries import refundable
+
+if TYPE_CHECKING:
+    from keeper.store.pg import PgConnection, PgRow
 
 __all__ = [
     "ANALYSIS_LIMIT",
-    "TRANSIENT_ERRORS",
     "Db",
     "DbCursor",
     "DbRow",
@@ -30,18 +31,20 @@ __all__ = [
     "connect",
     "data_version",
     "dialect",
+    "is_lock_timeout",
     "is_missing_table",
     "is_url",
     "refresh_statistics",
     "session",
     "table_columns",
     "table_names",
+    "transient_errors",
     "write_transaction",
 ]
 
 Dialect = Literal["sqlite", "postgresql"]
 # a result row: by position and by column name on both backends
-DbRow: TypeAlias = sqlite3.Row | PgRow
+DbRow: TypeAlias = "sqlite3.Row | PgRow"
 
 
 class DbCursor(Protocol):
@@ -70,13 +73,28 @@ class Db(Protocol):
     def close(self) -> None: ...
 
 
-# what a statement may meet that a later try can get past, on either backend: SQLite
-# locked past its busy timeout or disk trouble, a PostgreSQL server gone or restarting
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
-    sqlite3.OperationalError,
-    psycopg.OperationalError,
-    DatabaseUnavailableError,
-)
+def _psycopg() -> Any:
+    """psycopg, if this process has loaded it, else None.
+
+    Its errors can only be raised once a PostgreSQL connection has imported it
+    (keeper.store.pg), so a process on SQLite never pays for the import (about
+    100 ms of every command's start-up) just to name them in an ``except``.
+    """
+    return sys.modules.get("psycopg")
+
+
+def transient_errors() -> tuple[type[Exception], ...]:
+    """What a statement may meet that a later try can get past, on either backend: SQLite
+    locked past its busy timeout or disk trouble, a PostgreSQL server gone or restarting."""
+    pg = _psycopg()
+    found: tuple[type[Exception], ...] = (sqlite3.OperationalError, DatabaseUnavailableError)
+    return found if pg is None else (*found, pg.OperationalError)
+
+
+def is_lock_timeout(exc: BaseException) -> bool:
+    """A PostgreSQL statement that waited out its ``lock_timeout`` (SQLite has none)."""
+    pg = _psycopg()
+    return pg is not None and isinstance(exc, pg.errors.LockNotAvailable)
 
 
 def dialect(conn: Db) -> Dialect:
@@ -103,7 +121,8 @@ def write_transaction(conn: Db) -> Iterator[Db]:
 
 def is_missing_table(exc: Exception) -> bool:
     """The error a statement gets on a database not yet migrated to have its table."""
-    if isinstance(exc, psycopg.errors.UndefinedTable):
+    pg = _psycopg()
+    if pg is not None and isinstance(exc, pg.errors.UndefinedTable):
         return True
     return isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc)
 
@@ -116,14 +135,16 @@ def is_url(target: str | Path) -> bool:
 def connect(target: str | Path, *, readonly: bool = False) -> Db:
     """A connection to a SQLite file or, given a ``postgresql://`` URL, a PostgreSQL database."""
     if is_url(target):
+        from keeper.store.pg import PgConnection
+
         return PgConnection(str(target), readonly=readonly)
     return connect_sqlite(target, readonly=readonly)
 
 
 def session(conn: Db, sql: str) -> None:
     """Run per-session setup (a temporary table): again after a PostgreSQL reconnect."""
-    if isinstance(conn, PgConnection):
-        conn.session(sql)
+    if dialect(conn) == "postgresql":
+        cast("PgConnection", conn).session(sql)
     else:
         conn.execute(sql)
 
@@ -214,7 +235,7 @@ def refresh_statistics(conn: Db) -> None:
     every matching row instead of walking an index already in page order.
     PostgreSQL's autovacuum keeps its own; an explicit ANALYZE samples too.
     """
-    if isinstance(conn, PgConnection):
+    if dialect(conn) == "postgresql":
         conn.execute("ANALYZE")
         return
     conn.execute(f"PRAGMA analysis_limit = {ANALYSIS_LIMIT}")

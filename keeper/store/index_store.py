@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol, TypeVar
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from keeper.domain.model import BlockHeader, ChainRead, Event
-from keeper.errors import DeepReorgError, StateCorruptedError
+from keeper.errors import DatabaseUnavailableError, DeepReorgError, StateCorruptedError
 from keeper.store.db import Db, dialect, session, table_columns
 from keeper.store.index_rows import (
     EVENT_COLS,
@@ -46,7 +46,6 @@ from keeper.store.index_rows import (
     read_from_row,
     upsert,
 )
-from keeper.store.pg import DatabaseUnavailableError
 from keeper.store.projections import Projections
 from keeper.store.queries import PAUSE_EVENTS
 

@@ -30,11 +30,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import psycopg
-
 from keeper.domain.lease import Attempt, LeaseRow
 from keeper.errors import KeeperError
-from keeper.store.db import Db, Dialect, dialect
+from keeper.store.db import Db, Dialect, dialect, is_lock_timeout
 
 __all__ = [
     "DB_NOW",
@@ -185,11 +183,10 @@ class LeaseStore:
             )
             after = self.current()
             now = self.now()
-        except psycopg.errors.LockNotAvailable:
+        except BaseException as exc:
             c.execute("ROLLBACK")
-            raise LeaseRowBusyError(self.end_stuck_holders(lease_seconds)) from None
-        except BaseException:
-            c.execute("ROLLBACK")
+            if is_lock_timeout(exc):
+                raise LeaseRowBusyError(self.end_stuck_holders(lease_seconds)) from None
             raise
         c.execute("COMMIT")
         return Attempt(before, after, now)

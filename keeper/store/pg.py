@@ -35,12 +35,11 @@ from psycopg.postgres import types as pg_types
 from psycopg.rows import RowMaker
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from keeper.errors import RetryableError
+from keeper.errors import DatabaseUnavailableError
 from keeper.obs.redact import redact_url
 
 __all__ = [
     "FIRST_CONNECT_SECONDS",
-    "DatabaseUnavailableError",
     "PgConnection",
     "PgRow",
     "translate",
@@ -50,10 +49,6 @@ __all__ = [
 # daemon); a reconnect later tries once (module docstring).
 FIRST_CONNECT_SECONDS: Final = 30.0
 CONNECT_TIMEOUT_SECONDS: Final = 5
-
-
-class DatabaseUnavailableError(RetryableError):
-    """The PostgreSQL server went away; what the statement's transaction did is rolled back."""
 
 
 class PgRow(Sequence[Any]):

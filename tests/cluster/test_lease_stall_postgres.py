@@ -23,9 +23,9 @@ import pytest
 from support.postgres import PostgresServer
 
 from keeper.config import ClusterConfig
+from keeper.errors import DatabaseUnavailableError
 from keeper.leadership import Leadership
 from keeper.store.db import connect
-from keeper.store.pg import DatabaseUnavailableError
 
 CHAIN = 31337
 LEASE = 1.0

@@ -18,10 +18,11 @@ from support.together import at_once
 
 from keeper import cli
 from keeper.config import parse_config, redacted
+from keeper.errors import DatabaseUnavailableError
 from keeper.store.db import connect, connect_sqlite
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import COMPONENTS, component_migrations, current_versions, migrate
-from keeper.store.pg import DatabaseUnavailableError, PgConnection
+from keeper.store.pg import PgConnection
 
 CHAIN = 10
 INDEX_TABLES = ("events", "blocks", "cursor", "chain_reads", "jobs", "tasks")

@@ -1,0 +1,64 @@
+"""A command on SQLite never imports what only PostgreSQL or the keeper's encodings need:
+psycopg (about 100 ms) and eth_abi with pydantic (about 400 ms) are start-up that every
+``keeper`` command would pay, a short backfill's largest part (bench/README.md)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from keeper.errors import DatabaseUnavailableError
+from keeper.store.db import is_lock_timeout, transient_errors
+
+HEAVY = ("psycopg", "eth_abi", "pydantic")
+
+# the backfill command's start-up (keeper.app.run_backfill): the composition and its lease
+PROBE = """
+import asyncio, json, sys
+from dataclasses import replace
+from keeper.app import load
+from keeper.compose import build
+from keeper.leadership import Leadership
+cfg = load(sys.argv[1])
+c = build(cfg, asyncio.Event())
+lead = Leadership(c.conn, cfg.chain.chain_id, replace(cfg.cluster, node="probe/backfill"))
+outcome = lead.attempt()
+c.conn.close()
+print(json.dumps({"change": outcome.change,
+                  "loaded": [m for m in json.loads(sys.argv[2]) if m in sys.modules]}))
+"""
+
+
+def test_a_sqlite_backfill_start_up_loads_neither_psycopg_nor_eth_abi(tmp_path: Path) -> None:
+    config = tmp_path / "keeper.toml"
+    config.write_text(
+        '[chain]\nchain_id = 31337\nrpc_urls = ["http://127.0.0.1:9/"]\n\n'
+        f"[database]\npath = {json.dumps(str(tmp_path / 'k.db'))}\n\n[api]\nenabled = false\n\n"
+        '[[contracts]]\nname = "escrow"\nprotocol = "erc8183"\n'
+        'address = "0x5FbDB2315678afecb367f032d93F642f64180aa3"\nstart_block = 0\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(config), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"change": "acquired", "loaded": []}
+
+
+def test_postgresql_errors_count_once_psycopg_is_loaded() -> None:
+    # this process has imported psycopg, as a PostgreSQL connection does
+    transient = transient_errors()
+    assert psycopg.OperationalError in transient
+    assert sqlite3.OperationalError in transient
+    assert DatabaseUnavailableError in transient
+    assert is_lock_timeout(psycopg.errors.LockNotAvailable("canceling statement"))
+    assert not is_lock_timeout(psycopg.errors.QueryCanceled("canceling statement"))
+    assert not is_lock_timeout(sqlite3.OperationalError("database is locked"))
