@@ -17,7 +17,9 @@ from keeper.store.db import is_lock_timeout, transient_errors
 
 HEAVY = ("psycopg", "eth_abi", "pydantic")
 
-# the backfill command's start-up (keeper.app.run_backfill): the composition and its lease
+# the backfill command's start-up (keeper.app.run_backfill): the composition and its lease;
+# then the daemon's modules, which encode the keeper's calls (eth_abi) but need psycopg only
+# for PostgreSQL (its API's read replicas are PostgreSQL-only)
 PROBE = """
 import asyncio, json, sys
 from dataclasses import replace
@@ -29,12 +31,14 @@ c = build(cfg, asyncio.Event())
 lead = Leadership(c.conn, cfg.chain.chain_id, replace(cfg.cluster, node="probe/backfill"))
 outcome = lead.attempt()
 c.conn.close()
-print(json.dumps({"change": outcome.change,
-                  "loaded": [m for m in json.loads(sys.argv[2]) if m in sys.modules]}))
+loaded = [m for m in json.loads(sys.argv[2]) if m in sys.modules]
+import keeper.daemon
+print(json.dumps({"change": outcome.change, "loaded": loaded,
+                  "daemon_psycopg": "psycopg" in sys.modules}))
 """
 
 
-def test_a_sqlite_backfill_start_up_loads_neither_psycopg_nor_eth_abi(tmp_path: Path) -> None:
+def test_a_sqlite_start_up_loads_neither_psycopg_nor_eth_abi(tmp_path: Path) -> None:
     config = tmp_path / "keeper.toml"
     config.write_text(
         '[chain]\nchain_id = 31337\nrpc_urls = ["http://127.0.0.1:9/"]\n\n'
@@ -50,7 +54,7 @@ def test_a_sqlite_backfill_start_up_loads_neither_psycopg_nor_eth_abi(tmp_path: 
         check=True,
     )
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found == {"change": "acquired", "loaded": []}
+    assert found == {"change": "acquired", "loaded": [], "daemon_psycopg": False}
 
 
 def test_postgresql_errors_count_once_psycopg_is_loaded() -> None:

@@ -30,16 +30,17 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from keeper.errors import DatabaseUnavailableError
 from keeper.obs.logging import get_logger
 from keeper.store.db import Db, DbCursor, connect
-from keeper.store.pg import PgConnection
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "MONITOR_APPLICATION",
@@ -151,12 +152,14 @@ class ReadTargets:
         """A read-only connection to the first standby that answers and may serve (still a
         standby, within the lag ceiling), else the primary."""
         for name, url in self.replicas:
+            import psycopg  # only with read replicas (keeper.store.db: _psycopg)
+
             try:
                 why = self._refusal(_probe(url))
                 if why is not None:
                     self.skipped(name, why)
                     continue
-                conn = PgConnection(url, readonly=True)
+                conn = connect(url, readonly=True)
             except (psycopg.Error, DatabaseUnavailableError) as exc:
                 self.fell_back(name, exc)
                 continue
@@ -219,6 +222,8 @@ class ReadTargets:
     def _monitored(self, name: str, url: str, sql: str) -> tuple[Any, ...] | None:
         """One row of ``sql`` on the kept session to ``name`` (opened on first use, and
         again after a failure); None when the server does not answer."""
+        import psycopg
+
         conn = self._monitors.get(name)
         try:
             if conn is None or conn.closed or conn.broken:
@@ -415,6 +420,8 @@ class ReplicaCollector(Collector):
 def _probe(url: str) -> tuple[bool, float | None]:
     """A standby's health (``_HEALTH_SQL``), failing fast on one that is down (a new
     ``PgConnection`` waits for its server)."""
+    import psycopg
+
     with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT_SECONDS) as conn:
         row = conn.execute(_HEALTH_SQL).fetchone()
     assert row is not None
