@@ -152,7 +152,7 @@ class ReadTargets:
         """A read-only connection to the first standby that answers and may serve (still a
         standby, within the lag ceiling), else the primary."""
         for name, url in self.replicas:
-            import psycopg  # only with read replicas (keeper.store.db: _psycopg)
+            import psycopg  # here, not at the top: a daemon on SQLite has no replicas
 
             try:
                 why = self._refusal(_probe(url))
