@@ -7,6 +7,7 @@ noise, a fixed number does not.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -294,6 +295,21 @@ def rss_kb(pid: int) -> tuple[int, int]:
         elif line.startswith("VmHWM:"):
             peak = int(line.split()[1])
     return cur, peak
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid``, found by scanning /proc for their parent."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("PPid:"):
+                    if int(line.split()[1]) == pid:
+                        found.append(int(entry.name))
+                    break
+    return found
 
 
 def percentile(values: list[float], p: float) -> float:

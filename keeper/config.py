@@ -81,6 +81,9 @@ class ChainConfig:
     # a historical batch (one getLogs answer, one commit) stays under these
     batch_events: v.PosInt = 5_000
     batch_bytes: v.PosInt = 4_194_304
+    # a backfill range of at least this many blocks is fetched by a second process while
+    # this one writes (two cores instead of one); 0: always in process
+    fetch_process_blocks: v.NonNegInt = 32
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:
         """(name, url) pairs: the name is what metrics and logs show, never the URL."""

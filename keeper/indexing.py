@@ -175,6 +175,7 @@ def sync_settings(cfg: Config) -> SyncSettings:
         batch_bytes=cfg.chain.batch_bytes,
         # the keeper's Multicall3 when configured (a devnet's), else the canonical address
         multicall=cfg.keeper.multicall or MULTICALL3_ADDRESS,
+        fetch_process_blocks=cfg.chain.fetch_process_blocks,
     )
 
 

@@ -47,6 +47,8 @@ _MIN_URL_FRAGMENT = 8
 _lock = threading.Lock()
 _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+# what configure_logging was last given: a child process logs the same way
+_configured: tuple[str, str] = ("auto", "info")
 
 
 def _rebuild() -> None:
@@ -108,6 +110,17 @@ def register_database_url(url: str) -> None:
         register_secret(unquote(password))
 
 
+def registered_secrets() -> tuple[str, ...]:
+    """Every value masked now, for a child process to mask the same (never logged)."""
+    with _lock:
+        return tuple(sorted(_secrets))
+
+
+def configured() -> tuple[str, str]:
+    """The format and level of the last ``configure_logging``."""
+    return _configured
+
+
 def clear_secrets() -> None:
     """Forget every registered secret (tests, and a daemon reloading its config)."""
     with _lock:
@@ -161,6 +174,8 @@ def configure_logging(
     ``auto`` picks JSON lines unless the stream is a terminal, so a container
     gets machine-readable logs and a developer gets readable ones.
     """
+    global _configured
+    _configured = (fmt, level)
     out = stream if stream is not None else sys.stdout
     as_json = fmt == "json" or (fmt == "auto" and not _isatty(out))
     renderer: Processor = (

@@ -8,7 +8,7 @@ endpoint *name*, never its URL.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from keeper.domain.rpc_errors import FailureKind, RpcFailure
 from keeper.errors import FatalError, KeeperError, RetryableError
@@ -28,6 +28,17 @@ class RpcError(KeeperError):
         self.method = method
         self.endpoint = endpoint
         self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its fields, not its message: the fetch process raises these in its
+        # parent (keeper.sync.fetch_process), which branches on the class
+        return (_rebuild, (type(self), self.failure, self.method, self.endpoint, self.attempts))
+
+
+def _rebuild(
+    cls: type[RpcError], failure: RpcFailure, method: str, endpoint: str | None, attempts: int
+) -> RpcError:
+    return cls(failure, method=method, endpoint=endpoint, attempts=attempts)
 
 
 class RpcRetryableError(RpcError, RetryableError):

@@ -120,6 +120,19 @@ class JsonRpcTransport:
             raise ValueError("RPC endpoint names must be unique")
         if max_attempts < 1 or max_batch < 1:
             raise ValueError("max_attempts and max_batch must be at least 1")
+        # what another process needs to build the same client (keeper.sync.fetch_process)
+        self._settings: dict[str, Any] = {
+            "endpoints": list(endpoints),
+            "timeout": timeout,
+            "max_attempts": max_attempts,
+            "deadline": deadline,
+            "retry_initial": retry_initial,
+            "retry_max": retry_max,
+            "backoff_base": backoff_base,
+            "backoff_cap": backoff_cap,
+            "max_batch": max_batch,
+            "max_body": max_body,
+        }
         self._endpoints = [_Endpoint(c, i) for i, c in enumerate(endpoints)]
         self._secrets = tuple(e.url for e in endpoints)
         self._timeout = timeout
@@ -141,6 +154,15 @@ class JsonRpcTransport:
 
     # --- lifecycle -------------------------------------------------------------
 
+    def settings(self) -> dict[str, Any]:
+        """The constructor's arguments but the observer and clock (they hold this
+        process's metrics and time): another process builds the same client from them."""
+        return dict(self._settings)
+
+    @property
+    def observer(self) -> RpcObserver:
+        return self._observer
+
     @property
     def endpoint_names(self) -> list[str]:
         return [e.config.name for e in self._endpoints]
@@ -148,6 +170,16 @@ class JsonRpcTransport:
     def health(self) -> list[EndpointHealth]:
         """Copies of the endpoints' health records, in configured order."""
         return [dataclasses.replace(e.health) for e in self._endpoints]
+
+    def adopt_health(self, records: Sequence[EndpointHealth]) -> None:
+        """Take another client's health records of the same endpoints (by name), e.g.
+        a fetch process's: what it learned about an endpoint holds here too."""
+        by_name = {r.name: r for r in records}
+        for e in self._endpoints:
+            r = by_name.get(e.config.name)
+            if r is not None:
+                e.health.latency, e.health.failures = r.latency, r.failures
+                e.health.backoff_until = r.backoff_until
 
     def _session_get(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:

@@ -17,7 +17,7 @@ What the indexer may import: ``keeper.rpc``, ``keeper.domain``,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -34,7 +34,8 @@ from keeper.rpc.client import RpcClient
 from keeper.rpc.errors import RpcError
 from keeper.rpc.validate import bloom_may_contain
 from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
-from keeper.sync.history import RangeFetcher
+from keeper.sync.fetch_process import ProcessFetcher
+from keeper.sync.history import Fetched, RangeFetcher
 from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
@@ -60,6 +61,9 @@ class SyncSettings:
     batch_bytes: int = 4 * 1024 * 1024
     # the Multicall3 the view reads are grouped through (None: each read alone)
     multicall: str | None = MULTICALL3_ADDRESS
+    # a historical range of at least this many blocks is fetched by a second process
+    # (keeper.sync.fetch_process) while this one commits; 0: always in process
+    fetch_process_blocks: int = 32
 
 
 @dataclass(slots=True)
@@ -104,6 +108,9 @@ class Indexer:
         self.views = ViewReader(rpc, settings.multicall)
         self.history = RangeFetcher(
             rpc, self.addresses, self.policy, self.decode, self.execute_reads
+        )
+        self.remote = ProcessFetcher(
+            rpc, self.addresses, self.policy, self.protocols, settings.multicall
         )
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
@@ -215,7 +222,7 @@ class Indexer:
     async def backfill_range(self, start: int, end: int, finalized: int) -> Changes:
         """Scan, check, decode and read ahead (``keeper.sync.history``) while earlier
         ranges commit, one batch per range in range order."""
-        async with contextlib.aclosing(self.history.prefetched(start, end)) as ranges:
+        async with contextlib.aclosing(self._ranges(start, end, finalized)) as ranges:
             async for item in ranges:
                 window = prune([*self.view.window(), item.anchor], finalized, self.settings.window)
                 batch = BlockBatch(
@@ -229,6 +236,13 @@ class Indexer:
                 )
                 async for change in self.commit(batch):
                     yield change
+
+    def _ranges(self, start: int, end: int, finalized: int) -> AsyncGenerator[Fetched, None]:
+        least = self.settings.fetch_process_blocks
+        if least and end - start + 1 >= least:
+            head = self.state.head.number if self.state.head is not None else None
+            return self.remote.prefetched(start, end, finalized=finalized, head=head)
+        return self.history.prefetched(start, end)
 
     # ---- realtime zone -------------------------------------------------------------
 

@@ -1,0 +1,120 @@
+"""The fetch process: ``python -m keeper.sync.fetch_child``, started by the indexer.
+
+Reads a :class:`~keeper.sync.fetch_wire.FetchSpec` on stdin, runs the same
+:class:`~keeper.sync.history.RangeFetcher` the indexer runs in process (scan,
+cut, check, decode, read) and writes each batch, then ``done`` or the
+exception that ended the range, as frames on stdout. Its RPC calls travel
+with the frames, so the parent's metrics count them. It logs to stderr like
+the parent, masking the same secrets, and exits when the parent closes its
+stdin or stops reading (a parent killed without a word).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import pickle
+import sys
+from collections.abc import Iterable, Sequence
+from typing import BinaryIO
+
+from keeper.domain.events import decode_logs
+from keeper.domain.model import BlockHeader, ChainRead, Event, Log
+from keeper.errors import RetryableError
+from keeper.obs.logging import configure_logging, get_logger, register_secret
+from keeper.rpc.client import RpcClient
+from keeper.sync.fetch_wire import (
+    FetchSpec,
+    Message,
+    RecordingObserver,
+    read_spec,
+    to_wire,
+    write_frame,
+)
+from keeper.sync.history import RangeFetcher
+from keeper.sync.view_calls import ViewReader
+
+log = get_logger(__name__)
+
+
+def portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling as itself, else a RetryableError naming it.
+
+    An exception whose constructor takes other arguments than its ``args``
+    cannot be rebuilt by the parent; the range is then retried like any
+    transient failure, with the original type and message in the text.
+    """
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+    except Exception:  # any failure to rebuild it
+        back = None
+    if type(back) is type(exc) and str(back) == str(exc):
+        return exc
+    return RetryableError(f"fetch process: {type(exc).__name__}: {exc}")
+
+
+async def produce(spec: FetchSpec, out: BinaryIO) -> None:
+    recorder = RecordingObserver()
+    rpc = RpcClient(**spec.client, observer=recorder)
+    rpc.adopt_health(spec.health)
+    views = ViewReader(rpc, spec.multicall)
+
+    def decode(logs: Iterable[Log], headers: dict[int, BlockHeader]) -> list[Event]:
+        return decode_logs(logs, spec.protocols, {n: h.timestamp for n, h in headers.items()})
+
+    async def reads(events: Sequence[Event]) -> list[ChainRead]:
+        return await views.execute(events, finalized=spec.finalized, head=spec.head)
+
+    fetcher = RangeFetcher(rpc, spec.addresses, spec.policy, decode, reads)
+
+    async def send(message: Message) -> None:
+        await asyncio.to_thread(write_frame, out, message)
+
+    try:
+        async with rpc, contextlib.aclosing(fetcher.prefetched(spec.start, spec.end)) as ranges:
+            async for item in ranges:
+                await send(("batch", to_wire(item), recorder.drain(), spec.policy, rpc.health()))
+    except Exception as exc:  # the parent raises it
+        log.debug("fetch_process_failed", error=type(exc).__name__)
+        await send(("error", portable(exc), recorder.drain(), spec.policy, rpc.health()))
+        return
+    await send(("done", None, recorder.drain(), spec.policy, rpc.health()))
+
+
+async def run(spec: FetchSpec, out: BinaryIO) -> None:
+    """``produce``, cancelled when the parent closes stdin."""
+    task = asyncio.ensure_future(produce(spec, out))
+    loop = asyncio.get_running_loop()
+
+    def on_stdin() -> None:
+        if not os.read(0, 4096):
+            loop.remove_reader(0)
+            task.cancel()
+
+    loop.add_reader(0, on_stdin)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def main() -> int:
+    # frames on a copy of stdout; fd 1 itself now goes to stderr, so nothing
+    # printed by accident can break a frame
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    spec = read_spec(sys.stdin.buffer)
+    for secret in spec.secrets:
+        register_secret(secret)
+    configure_logging(spec.log_format, spec.log_level, stream=sys.stderr)
+    if spec.gc_threshold:
+        gc.set_threshold(*spec.gc_threshold)
+    try:
+        asyncio.run(run(spec, out))
+    except BrokenPipeError:  # the parent stopped reading: it is gone
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

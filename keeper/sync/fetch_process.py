@@ -1,0 +1,129 @@
+"""Long historical ranges fetched by a second process while this one commits.
+
+A backfill spends about half its CPU fetching (JSON, validation, decoding,
+view reads) and half writing SQLite, one after the other on one core. For a
+range of at least ``fetch_process_blocks`` blocks the indexer hands the
+fetching to ``python -m keeper.sync.fetch_child`` (the same RangeFetcher, on
+a client built from this one's settings) and only commits here: both halves
+run at once, on two cores. Batches arrive in range order and are committed
+one at a time as before, so crash safety and reorg handling do not change;
+the child never writes anything.
+
+The child is this process's: started per range, killed when the range is
+closed (done, failed, cancelled), and its RPC calls are reported to this
+process's observer as they arrive. A child that dies mid-range is a
+RetryableError: the step is retried from the cursor, as after any fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import sys
+from collections.abc import AsyncGenerator, Sequence
+
+from keeper.domain.model import Protocol
+from keeper.domain.ranges import RangePolicy
+from keeper.errors import RetryableError
+from keeper.obs.logging import configured, get_logger, registered_secrets
+from keeper.rpc.client import RpcClient
+from keeper.sync.fetch_wire import FetchSpec, encode, from_wire, read_message, replay
+from keeper.sync.history import Fetched
+
+__all__ = ["ProcessFetcher"]
+
+log = get_logger(__name__)
+
+CHILD_MODULE = "keeper.sync.fetch_child"
+# a frame is one batch (bounded by batch_bytes) as pickled tuples: well under this
+_READ_LIMIT = 1 << 20
+
+
+class ProcessFetcher:
+    """``RangeFetcher.prefetched`` with the fetching done by a child process."""
+
+    def __init__(
+        self,
+        rpc: RpcClient,
+        addresses: Sequence[str],
+        policy: RangePolicy,
+        protocols: dict[str, Protocol],
+        multicall: str | None,
+    ) -> None:
+        self.rpc = rpc
+        self.addresses = list(addresses)
+        self.policy = policy
+        self.protocols = dict(protocols)
+        self.multicall = multicall
+        # children started, and the one running now (status and tests)
+        self.started = 0
+        self.pid: int | None = None
+
+    def spec(self, start: int, end: int, finalized: int, head: int | None) -> FetchSpec:
+        fmt, level = configured()
+        return FetchSpec(
+            client=self.rpc.settings(),
+            addresses=self.addresses,
+            protocols=self.protocols,
+            policy=self.policy,  # pickled: the child learns on its copy
+            multicall=self.multicall,
+            health=self.rpc.health(),
+            finalized=finalized,
+            head=head,
+            start=start,
+            end=end,
+            log_format=fmt,
+            log_level=level,
+            secrets=registered_secrets(),
+            gc_threshold=gc.get_threshold(),
+        )
+
+    async def prefetched(
+        self, start: int, end: int, *, finalized: int, head: int | None
+    ) -> AsyncGenerator[Fetched, None]:
+        """Blocks ``start``..``end`` as ready batches, fetched by the child meanwhile."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            CHILD_MODULE,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=_READ_LIMIT,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        self.started += 1
+        self.pid = proc.pid
+        log.debug("fetch_process_started", pid=proc.pid, from_block=start, to_block=end)
+        try:
+            proc.stdin.write(encode(self.spec(start, end, finalized, head)))
+            await proc.stdin.drain()
+            while True:
+                try:
+                    kind, body, calls, policy, health = await read_message(proc.stdout)
+                except asyncio.IncompleteReadError:
+                    code = await proc.wait()
+                    raise RetryableError(
+                        f"the fetch process exited ({code}) before blocks {start}..{end} "
+                        "were fetched"
+                    ) from None
+                replay(calls, self.rpc.observer)
+                self._learn(policy)
+                self.rpc.adopt_health(health)
+                if kind == "batch":
+                    yield from_wire(body)
+                elif kind == "error":
+                    raise body
+                else:
+                    return
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+            self.pid = None
+
+    def _learn(self, policy: RangePolicy) -> None:
+        """Take the range policy as the child has it now: the next range (or a retry)
+        starts where its density left off, as it would in process."""
+        for f in dataclasses.fields(self.policy):
+            setattr(self.policy, f.name, getattr(policy, f.name))

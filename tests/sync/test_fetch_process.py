@@ -1,0 +1,203 @@
+"""Long historical ranges fetched by a second process (keeper.sync.fetch_process).
+
+A real anvil with the devnet emitter's job flows, indexed by the daemon's own
+wiring: through the child (``fetch_process_blocks = 1``) the index equals the
+in-process one, the child's RPC calls reach this process's metrics, a child
+killed mid-range costs one retry and nothing else, closing the scan leaves no
+child behind, and a failing endpoint's secret URL appears neither in the error
+raised here nor in anything the child wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+from sync_support import Harness, table_diff, write_config
+from web3 import Web3
+
+from keeper.compose import build_rpc
+from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
+from keeper.devnet.contracts import load_abi
+from keeper.devnet.deploy import Deployment, deploy_all, send_call
+from keeper.domain.model import BlockHeader, Event, Protocol
+from keeper.domain.ranges import RangePolicy
+from keeper.domain.rpc_errors import RpcFailure
+from keeper.errors import RetryableError
+from keeper.indexing import NullListener
+from keeper.obs.logging import register_rpc_url
+from keeper.obs.metrics import Metrics
+from keeper.rpc import EndpointConfig, RpcClient
+from keeper.rpc.errors import RangeTooLargeError
+from keeper.store.index_store import ApplyResult
+from keeper.sync.fetch_child import portable
+from keeper.sync.fetch_process import ProcessFetcher
+
+JOBS_PER_BLOCK = [40] * 8 + [2] * 30
+
+
+@pytest.fixture(scope="module")
+def flows(module_anvil: AnvilProcess) -> Deployment:
+    deployment = deploy_all(module_anvil.url)
+    w3 = Web3(Web3.HTTPProvider(module_anvil.url))
+    emitter = w3.eth.contract(
+        address=Web3.to_checksum_address(deployment.emitter), abi=load_abi("EventEmitter")
+    )
+    party = Web3.to_checksum_address("0x" + "33" * 20)
+    first = 1
+    for jobs in JOBS_PER_BLOCK:
+        fn = emitter.functions.emitJobFlowBatch(
+            first, jobs, party, party, party, party, 7, 2**40, 3
+        )
+        send_call(w3, DEV_KEYS[0], fn, gas=200_000 + 15_000 * jobs)
+        first += jobs
+    return deployment
+
+
+class KillFirstChild(NullListener):
+    """Kills the fetch process right after the first batch it sent is committed."""
+
+    def __init__(self) -> None:
+        self.fetcher: ProcessFetcher | None = None
+        self.killed: int | None = None
+        self.batches = 0
+
+    def on_heads(self, head: BlockHeader, finalized: int, indexed: int) -> None:
+        pass
+
+    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None:
+        self.batches += 1
+        assert self.fetcher is not None
+        if self.killed is None and self.fetcher.pid is not None:
+            self.killed = self.fetcher.pid
+            os.kill(self.killed, signal.SIGKILL)
+
+
+async def index(tmp: Path, name: str, d: Deployment, url: str, **chain: Any) -> Harness:
+    cfg = write_config(tmp, name, [url], d, finality="confirmations", confirmations=0, **chain)
+    h = Harness(cfg)
+    await h.to_head()
+    return h
+
+
+async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
+    module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
+) -> None:
+    local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
+    cfg = write_config(
+        tmp_path, "child", [module_anvil.url], flows,
+        finality="confirmations", confirmations=0, fetch_process_blocks=1, batch_events=300,
+    )  # fmt: skip
+    metrics = Metrics(CollectorRegistry())
+    child = Harness(cfg, rpc=build_rpc(cfg, metrics))
+    try:
+        await child.to_head()
+        assert local.indexer.remote.started == 0
+        assert child.indexer.remote.started >= 1
+        assert child.indexer.remote.pid is None  # the child is gone with its range
+        diff = table_diff(local.dump(), child.dump())
+        assert not diff, diff
+        assert len(child.dump()["events"]) > 6 * sum(JOBS_PER_BLOCK) - 1
+        # getLogs is only ever sent by the child here: its calls reached these metrics
+        logs_ok = metrics.registry.get_sample_value(
+            "keeper_rpc_requests_total",
+            {"endpoint": "rpc0", "method": "eth_getLogs", "outcome": "ok"},
+        )
+        assert logs_ok is not None and logs_ok >= 1
+    finally:
+        await local.close()
+        await child.close()
+
+
+async def test_a_child_killed_mid_range_costs_one_retry(
+    module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
+) -> None:
+    reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
+    cfg = write_config(
+        tmp_path, "killed", [module_anvil.url], flows,
+        finality="confirmations", confirmations=0, fetch_process_blocks=1, max_range=2,
+    )  # fmt: skip
+    killer = KillFirstChild()
+    h = Harness(cfg, listener=killer)
+    killer.fetcher = h.indexer.remote
+    try:
+        await h.to_head()
+        assert killer.killed is not None
+        assert h.retries >= 1
+        assert h.indexer.remote.started >= 2
+        with pytest.raises(ProcessLookupError):
+            os.kill(killer.killed, 0)  # reaped, not a zombie
+        diff = table_diff(reference.dump(), h.dump())
+        assert not diff, diff
+    finally:
+        await reference.close()
+        await h.close()
+
+
+async def test_closing_the_scan_early_leaves_no_child(
+    module_anvil: AnvilProcess, flows: Deployment
+) -> None:
+    rpc = RpcClient([EndpointConfig("rpc0", module_anvil.url)])
+    policy = RangePolicy(size=1, minimum=1, maximum=1)
+    fetcher = ProcessFetcher(rpc, [flows.emitter], policy, {flows.emitter: Protocol.ERC8183}, None)
+    head = Web3(Web3.HTTPProvider(module_anvil.url)).eth.block_number
+    try:
+        scan = fetcher.prefetched(flows.start_block, head, finalized=head, head=head)
+        async with contextlib.aclosing(scan) as ranges:
+            first = await anext(ranges)
+            pid = fetcher.pid
+        assert first.anchor.number == flows.start_block
+        assert pid is not None and fetcher.pid is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        await rpc.close()
+
+
+async def test_a_failing_endpoint_raises_here_without_its_secret(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    secret = "sk-live-0123456789abcdef"
+    url = f"http://127.0.0.1:9/{secret}"
+    register_rpc_url(url)
+    rpc = RpcClient([EndpointConfig("rpc0", url)], max_attempts=2, deadline=2.0, retry_initial=0.01)
+    address = "0x" + "44" * 20
+    fetcher = ProcessFetcher(rpc, [address], RangePolicy(), {address: Protocol.ERC8183}, None)
+    with pytest.raises(Exception) as caught:
+        async with contextlib.aclosing(fetcher.prefetched(1, 100, finalized=100, head=100)) as r:
+            async for _ in r:
+                pass
+    assert "rpc0" in str(caught.value), caught.value  # the endpoint, by its name
+    assert secret not in str(caught.value) and secret not in repr(caught.value)
+    assert fetcher.started == 1 and fetcher.pid is None
+    out, err = capfd.readouterr()
+    assert secret not in out and secret not in err
+
+
+class NeedsTwoArguments(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(f"{code}: {text}")
+
+
+def test_an_exception_that_cannot_travel_becomes_a_retryable_one_naming_it() -> None:
+    kept = RetryableError("node lagging")
+    assert portable(kept) is kept
+    # the RPC errors travel as themselves: the daemon branches on their class
+    rpc_error = RangeTooLargeError(
+        RpcFailure("range_too_large", "limited to 10000", max_span=10_000),
+        method="eth_getLogs", endpoint="rpc0", attempts=3,
+    )  # fmt: skip
+    assert portable(rpc_error) is rpc_error
+    back = pickle.loads(pickle.dumps(rpc_error))
+    assert type(back) is RangeTooLargeError and str(back) == str(rpc_error)
+    assert back.failure == rpc_error.failure and back.attempts == 3
+    moved = portable(NeedsTwoArguments(7, "odd"))
+    assert isinstance(moved, RetryableError)
+    assert "NeedsTwoArguments" in str(moved) and "7: odd" in str(moved)
