@@ -217,30 +217,37 @@ def check_descriptions(db: Path, wl: Workload) -> int:
     return wl.jobs
 
 
-def run_backfill(config: Path) -> tuple[float, int, dict[str, Any]]:
+def run_backfill(config: Path, *, fetch_process: bool = False) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS KiB, the command's JSON summary) of ``keeper backfill``.
 
-    The peak is the command's own ``VmHWM`` plus the largest ``VmHWM`` of its
-    fetch processes (keeper.sync.fetch_process), read every 20 ms until it
-    exits: both peaks added, as if they coincided. Not ``wait4``'s
-    ``ru_maxrss``: that counts the pages the child shared with this (large)
-    process between fork and exec, and reported 1.5 GB for a daemon whose own
-    peak was a fifth of that.
+    The peak is the largest total RSS of the command and its fetch processes
+    (keeper.sync.fetch_process), sampled every 20 ms until it exits, and at
+    least the command's own ``VmHWM``. The summary's ``memory`` adds each
+    process's own peak and their sum (an upper bound: as if both peaks
+    coincided). Not ``wait4``'s ``ru_maxrss``: that counts the pages the child
+    shared with this (large) process between fork and exec, and reported 1.5 GB
+    for a daemon whose own peak was a fifth of that. ``fetch_process``: with
+    ``[chain] fetch_process_blocks = 1``, else 0 (in process).
     """
     out_path, err_path = config.with_suffix(".out"), config.with_suffix(".err")
     start = time.perf_counter()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
-            keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err
-        )
-        peak_kb = 0
+            keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err,
+            env=dict(os.environ, KEEPER_CHAIN__FETCH_PROCESS_BLOCKS="1" if fetch_process else "0"),
+        )  # fmt: skip
+        own_kb = total_kb = 0
         helpers: dict[int, int] = {}
         while True:
             with contextlib.suppress(OSError, ValueError):
-                peak_kb = max(peak_kb, rss_kb(proc.pid)[1])
+                now_kb, hwm_kb = rss_kb(proc.pid)
+                own_kb = max(own_kb, hwm_kb)
                 for child in children(proc.pid):
                     with contextlib.suppress(OSError, ValueError):
-                        helpers[child] = max(helpers.get(child, 0), rss_kb(child)[1])
+                        child_now, child_hwm = rss_kb(child)
+                        helpers[child] = max(helpers.get(child, 0), child_hwm)
+                        now_kb += child_now
+                total_kb = max(total_kb, now_kb)
             pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid == proc.pid:
                 break
@@ -252,7 +259,10 @@ def run_backfill(config: Path) -> tuple[float, int, dict[str, Any]]:
             f"keeper backfill exited {proc.returncode}: {err_path.read_text()[-2000:]}"
         )
     summary = json.loads(out_path.read_text().strip().splitlines()[-1])
-    return elapsed, peak_kb + max(helpers.values(), default=0), summary
+    fetch_kb = max(helpers.values(), default=0)
+    summary["memory"] = {"keeper_kb": own_kb, "fetch_process_kb": fetch_kb,
+                         "sum_of_peaks_kb": own_kb + fetch_kb}  # fmt: skip
+    return elapsed, max(own_kb, total_kb), summary
 
 
 def steady_memory(
@@ -355,6 +365,18 @@ def _measure(
         res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
     res.add("events/s inside the process", summary["events_per_second"], "ev/s")
+    # the same backfill with the fetching in a second process ([chain] fetch_process_blocks)
+    fp_cfg = write_config(work, "backfill-fp", node.url, d,
+                          [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span)  # fmt: skip
+    fp_secs, fp_peak_kb, fp_summary = run_backfill(fp_cfg, fetch_process=True)
+    if fp_summary["events"] != wl.events:
+        raise RuntimeError(f"fetch-process backfill indexed {fp_summary['events']} events")
+    fp_mem = fp_summary["memory"]
+    res.add("fetch process: events/s end to end", wl.events / fp_secs, "ev/s")
+    res.add("fetch process: share of the getLogs ceiling", wl.events / fp_secs / ceiling_eps, "x")
+    res.add("fetch process: peak RSS, both processes", fp_peak_kb / 1024, "MB")
+    res.add("fetch process: its own peak RSS", fp_mem["fetch_process_kb"] / 1024, "MB")
+    res.add("fetch process: sum of both peaks", fp_mem["sum_of_peaks_kb"] / 1024, "MB")
     res.details.update({
         "end_to_end_seconds": round(e_secs, 2),
         "in_process_seconds": summary["seconds"],

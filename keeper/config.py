@@ -83,7 +83,7 @@ class ChainConfig:
     batch_bytes: v.PosInt = 4_194_304
     # a backfill range of at least this many blocks is fetched by a second process while
     # this one writes (two cores instead of one); 0: always in process
-    fetch_process_blocks: v.NonNegInt = 32
+    fetch_process_blocks: v.NonNegInt = 0
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:
         """(name, url) pairs: the name is what metrics and logs show, never the URL."""

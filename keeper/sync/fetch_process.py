@@ -94,7 +94,7 @@ class ProcessFetcher:
         assert proc.stdin is not None and proc.stdout is not None
         self.started += 1
         self.pid = proc.pid
-        log.debug("fetch_process_started", pid=proc.pid, from_block=start, to_block=end)
+        log.info("fetch_process_started", pid=proc.pid, from_block=start, to_block=end)
         try:
             proc.stdin.write(encode(self.spec(start, end, finalized, head)))
             await proc.stdin.drain()

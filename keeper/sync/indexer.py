@@ -63,7 +63,7 @@ class SyncSettings:
     multicall: str | None = MULTICALL3_ADDRESS
     # a historical range of at least this many blocks is fetched by a second process
     # (keeper.sync.fetch_process) while this one commits; 0: always in process
-    fetch_process_blocks: int = 32
+    fetch_process_blocks: int = 0
 
 
 @dataclass(slots=True)

@@ -104,9 +104,12 @@ def write_config(
     return path
 
 
-def backfill(config: Path, tmp: Path) -> list[dict[str, Any]]:
-    """The daemon's own backfill command, as an operator runs it; its JSON log records."""
+def backfill(config: Path, tmp: Path, *, fetch_process: bool = False) -> list[dict[str, Any]]:
+    """The daemon's own backfill command, as an operator runs it; its JSON log records
+    (``fetch_process``: the fetching done by its child process, whose records these are)."""
     env = dict(os.environ, KEEPER_LOG__FORMAT="json")
+    if fetch_process:
+        env["KEEPER_CHAIN__FETCH_PROCESS_BLOCKS"] = "1"
     proc = subprocess.run(
         [*KEEPER, "backfill", "--config", str(config), "--no-progress"],
         capture_output=True,
@@ -129,14 +132,19 @@ def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-@pytest.mark.parametrize("grouped", [True, False], ids=["multicall", "alone"])
+@pytest.mark.parametrize(
+    ("grouped", "fetch_process"),
+    [(True, False), (False, False), (True, True)],
+    ids=["multicall", "alone", "multicall-fetch-process"],
+)
 def test_every_description_arrives_from_a_later_block(
-    node: AnvilProcess, tmp_path: Path, grouped: bool
+    node: AnvilProcess, tmp_path: Path, grouped: bool, fetch_process: bool
 ) -> None:
     """Jobs created far below the pruning horizon: the backfill completes, every description
     is in the index, and each read names the block whose state answered it; the same
     whether the reads are grouped through Multicall3 (the aggregate the node has no
-    state for moves to the head as a whole) or made alone."""
+    state for moves to the head as a whole) or made alone, and whether a fetch process
+    makes them."""
     w3 = connect(node.url)
     multicall = deploy_contract(w3, DEV_KEYS[0], "Multicall3") if grouped else ""
     start = int(w3.eth.block_number) + 1
@@ -156,7 +164,9 @@ def test_every_description_arrives_from_a_later_block(
         tmp_path, node, [("commerce", "erc8183", commerce, start)], max_range=2,
         multicall=multicall,
     )  # fmt: skip
-    logs = backfill(config, tmp_path)
+    logs = backfill(config, tmp_path, fetch_process=fetch_process)
+    started = [r for r in logs if r.get("event") == "fetch_process_started"]
+    assert len(started) == (1 if fetch_process else 0), started
 
     db = tmp_path / "pruned.db"
     jobs = dict(rows(db, "SELECT job_id, description FROM jobs"))
