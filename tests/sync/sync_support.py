@@ -8,9 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from web3 import Web3
+
 from keeper.compose import build_rpc
 from keeper.config import Config, load_config
-from keeper.devnet.deploy import Deployment
+from keeper.devnet.anvil import DEV_KEYS
+from keeper.devnet.contracts import load_abi
+from keeper.devnet.deploy import Deployment, send_call
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import Timing, TrafficGenerator
 from keeper.errors import RetryableError
@@ -65,6 +69,23 @@ def write_config(
     path = tmp / f"{name}.toml"
     path.write_text(text)
     return load_config(path)
+
+
+def emit_job_flows(rpc_url: str, deployment: Deployment, jobs_per_block: Sequence[int]) -> None:
+    """The emitter's job flows (6 events a job), one transaction a block: dense history
+    without the traffic generator's pacing."""
+    w3 = Web3(Web3.HTTPProvider(rpc_url))
+    emitter = w3.eth.contract(
+        address=Web3.to_checksum_address(deployment.emitter), abi=load_abi("EventEmitter")
+    )
+    party = Web3.to_checksum_address("0x" + "22" * 20)
+    first = 1
+    for jobs in jobs_per_block:
+        fn = emitter.functions.emitJobFlowBatch(
+            first, jobs, party, party, party, party, 7, 2**40, 3
+        )
+        send_call(w3, DEV_KEYS[0], fn, gas=200_000 + 15_000 * jobs)
+        first += jobs
 
 
 def traffic(rpc_url: str, deployment: Deployment) -> TrafficGenerator:

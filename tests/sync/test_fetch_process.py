@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sync_support import Harness, table_diff, write_config
+from sync_support import Harness, emit_job_flows, table_diff, write_config
 from web3 import Web3
 
 from keeper.compose import build_rpc
-from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
-from keeper.devnet.contracts import load_abi
-from keeper.devnet.deploy import Deployment, deploy_all, send_call
+from keeper.config import Config
+from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.domain.model import BlockHeader, Event, Protocol
 from keeper.domain.ranges import RangePolicy
 from keeper.domain.rpc_errors import RpcFailure
@@ -46,18 +46,7 @@ JOBS_PER_BLOCK = [40] * 8 + [2] * 30
 @pytest.fixture(scope="module")
 def flows(module_anvil: AnvilProcess) -> Deployment:
     deployment = deploy_all(module_anvil.url)
-    w3 = Web3(Web3.HTTPProvider(module_anvil.url))
-    emitter = w3.eth.contract(
-        address=Web3.to_checksum_address(deployment.emitter), abi=load_abi("EventEmitter")
-    )
-    party = Web3.to_checksum_address("0x" + "33" * 20)
-    first = 1
-    for jobs in JOBS_PER_BLOCK:
-        fn = emitter.functions.emitJobFlowBatch(
-            first, jobs, party, party, party, party, 7, 2**40, 3
-        )
-        send_call(w3, DEV_KEYS[0], fn, gas=200_000 + 15_000 * jobs)
-        first += jobs
+    emit_job_flows(module_anvil.url, deployment, JOBS_PER_BLOCK)
     return deployment
 
 
@@ -80,9 +69,13 @@ class KillFirstChild(NullListener):
             os.kill(self.killed, signal.SIGKILL)
 
 
+def scan_only(tmp: Path, name: str, d: Deployment, url: str, **chain: Any) -> Config:
+    """A config whose whole chain is final at once: range scans alone."""
+    return write_config(tmp, name, [url], d, finality="confirmations", confirmations=0, **chain)
+
+
 async def index(tmp: Path, name: str, d: Deployment, url: str, **chain: Any) -> Harness:
-    cfg = write_config(tmp, name, [url], d, finality="confirmations", confirmations=0, **chain)
-    h = Harness(cfg)
+    h = Harness(scan_only(tmp, name, d, url, **chain))
     await h.to_head()
     return h
 
@@ -91,10 +84,9 @@ async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
     module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
 ) -> None:
     local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
-    cfg = write_config(
-        tmp_path, "child", [module_anvil.url], flows,
-        finality="confirmations", confirmations=0, fetch_process_blocks=1, batch_events=300,
-    )  # fmt: skip
+    cfg = scan_only(
+        tmp_path, "child", flows, module_anvil.url, fetch_process_blocks=1, batch_events=300
+    )
     metrics = Metrics(CollectorRegistry())
     child = Harness(cfg, rpc=build_rpc(cfg, metrics))
     try:
@@ -120,10 +112,9 @@ async def test_a_child_killed_mid_range_costs_one_retry(
     module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
 ) -> None:
     reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
-    cfg = write_config(
-        tmp_path, "killed", [module_anvil.url], flows,
-        finality="confirmations", confirmations=0, fetch_process_blocks=1, max_range=2,
-    )  # fmt: skip
+    cfg = scan_only(
+        tmp_path, "killed", flows, module_anvil.url, fetch_process_blocks=1, max_range=2
+    )
     killer = KillFirstChild()
     h = Harness(cfg, listener=killer)
     killer.fetcher = h.indexer.remote

@@ -18,12 +18,10 @@ from typing import Any
 import aiohttp
 import pytest
 from support.rpc_proxy import RpcProxy
-from sync_support import Harness, table_diff, write_config
-from web3 import Web3
+from sync_support import Harness, emit_job_flows, table_diff, write_config
 
-from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
-from keeper.devnet.contracts import load_abi
-from keeper.devnet.deploy import Deployment, deploy_all, send_call
+from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.domain.model import BlockHeader, Event
 from keeper.indexing import NullListener
 from keeper.rpc import EndpointConfig, RpcClient
@@ -53,18 +51,7 @@ class Batches(NullListener):
 @pytest.fixture(scope="module")
 def dense(module_anvil: AnvilProcess) -> Deployment:
     deployment = deploy_all(module_anvil.url)
-    w3 = Web3(Web3.HTTPProvider(module_anvil.url))
-    emitter = w3.eth.contract(
-        address=Web3.to_checksum_address(deployment.emitter), abi=load_abi("EventEmitter")
-    )
-    party = Web3.to_checksum_address("0x" + "22" * 20)
-    first = 1
-    for jobs in LAYOUT:
-        fn = emitter.functions.emitJobFlowBatch(
-            first, jobs, party, party, party, party, 7, 2**40, 3
-        )
-        send_call(w3, DEV_KEYS[0], fn, gas=200_000 + 15_000 * jobs)
-        first += jobs
+    emit_job_flows(module_anvil.url, deployment, LAYOUT)
     return deployment
 
 
