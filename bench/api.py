@@ -24,7 +24,6 @@ bounded by the caches, not by the script.
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ from bench.common import (
     free_port,
     http_json,
     rss_kb,
+    stat_cpu,
     stop_daemon,
     wait_http,
     write_config,
@@ -137,14 +137,9 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * scale
 
 
-def _cpu(stat: Path) -> float:
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_seconds(pid: int) -> float:
     """CPU time the daemon's threads other than its main one (the indexer's loop) used so far."""
-    return _cpu(Path(f"/proc/{pid}/stat")) - _cpu(Path(f"/proc/{pid}/task/{pid}/stat"))
+    return stat_cpu(Path(f"/proc/{pid}/stat")) - stat_cpu(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
 def wrk(url: str, seconds: float, script: Path | None, server: int) -> dict[str, float]:

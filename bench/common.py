@@ -297,6 +297,12 @@ def rss_kb(pid: int) -> tuple[int, int]:
     return cur, peak
 
 
+def stat_cpu(stat: Path) -> float:
+    """User plus system CPU seconds from a /proc ``stat`` file (a process or a thread)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def children(pid: int) -> list[int]:
     """The live child processes of ``pid``, found by scanning /proc for their parent."""
     found = []

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
+import os
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from bench.backfill import CONTRACT_NAME
-from bench.common import ARCHIVE_ANVIL, RESULTS, write_config
+from bench.common import ARCHIVE_ANVIL, RESULTS, children, stat_cpu, write_config
 from bench.escrow_workload import (
     ANVIL_ARGS,
     canonical_multicall,
@@ -76,6 +78,27 @@ def _instrument(wall: dict[str, float], cpu: dict[str, float]) -> None:
             setattr(owner, name, functools.wraps(original)(timed))
 
 
+async def _watching_children(
+    run: Coroutine[Any, Any, Any], cpu: dict[int, float], node_pid: int
+) -> None:
+    """Run the backfill while sampling the CPU seconds of the fetch processes it starts."""
+
+    async def sample() -> None:
+        while True:
+            for pid in children(os.getpid()):
+                if pid == node_pid:
+                    continue
+                with contextlib.suppress(OSError):
+                    cpu[pid] = stat_cpu(Path(f"/proc/{pid}/stat"))
+            await asyncio.sleep(0.01)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        await run
+    finally:
+        sampler.cancel()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
@@ -97,10 +120,17 @@ def main() -> None:
             wall: dict[str, float] = defaultdict(float)
             cpu: dict[str, float] = defaultdict(float)
             _instrument(wall, cpu)
-            t, c = time.perf_counter(), time.process_time()
-            asyncio.run(run())
+            assert node.proc is not None
+            node_stat = Path(f"/proc/{node.proc.pid}/stat")
+            fetch_cpu: dict[int, float] = {}
+            t, c, n = time.perf_counter(), time.process_time(), stat_cpu(node_stat)
+            asyncio.run(_watching_children(run(), fetch_cpu, node.proc.pid))
             print(f"{'total':<20} wall {time.perf_counter() - t:7.2f} s  "
                   f"cpu {time.process_time() - c:7.2f} s")  # fmt: skip
+            # the other processes on the same cores: the node, and the fetch process
+            print(f"{'node (anvil)':<20} {'':13}  cpu {stat_cpu(node_stat) - n:7.2f} s")
+            if fetch_cpu:
+                print(f"{'fetch process':<20} {'':13}  cpu {sum(fetch_cpu.values()):7.2f} s")
             for name in wall:
                 print(f"{name:<20} wall {wall[name]:7.2f} s  cpu {cpu[name]:7.2f} s")
             return
