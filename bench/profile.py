@@ -6,7 +6,9 @@ pyinstrument call tree (text, plus HTML under ``bench/results/``); with
 ``--stages``, wall and CPU seconds per indexer stage, measured by wrapping
 the stage methods, which shows how much of the wall time is spent waiting
 for the node rather than computing (a sampling profiler's percentages hide
-that on a loaded machine).
+that on a loaded machine); the CPU seconds of the node and of the fetch
+process beside them; and the time per event of each SQL statement the index
+store runs (its connection wrapped), which shows the commit path's budget.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.indexing import IndexPipeline
 from keeper.rpc.client import RpcClient
+from keeper.store.index_store import IndexStore
 from keeper.store.projections import Projections
 from keeper.sync.indexer import Indexer
 
@@ -99,6 +102,43 @@ async def _watching_children(
         sampler.cancel()
 
 
+class _TimedConnection:
+    """The index store's connection, timing each statement by its first words.
+
+    A SELECT's rows fetched after ``execute`` returns are not in its time.
+    """
+
+    def __init__(self, conn: Any, seconds: dict[str, float]) -> None:
+        self._conn = conn
+        self._seconds = seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def _timed(self, method: str, sql: str, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return getattr(self._conn, method)(sql, *args)
+        finally:
+            self._seconds[" ".join(sql.split())[:64]] += time.perf_counter() - start
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed("execute", sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self._timed("executemany", sql, *args)
+
+
+def _time_statements(seconds: dict[str, float]) -> None:
+    """Give every IndexStore a timed connection (the backfill builds one)."""
+    original = IndexStore.__init__
+
+    def init(self: IndexStore, conn: Any, *a: Any, **k: Any) -> None:
+        original(self, _TimedConnection(conn, seconds), *a, **k)
+
+    IndexStore.__init__ = init  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
@@ -120,6 +160,8 @@ def main() -> None:
             wall: dict[str, float] = defaultdict(float)
             cpu: dict[str, float] = defaultdict(float)
             _instrument(wall, cpu)
+            statements: dict[str, float] = defaultdict(float)
+            _time_statements(statements)
             assert node.proc is not None
             node_stat = Path(f"/proc/{node.proc.pid}/stat")
             fetch_cpu: dict[int, float] = {}
@@ -133,6 +175,9 @@ def main() -> None:
                 print(f"{'fetch process':<20} {'':13}  cpu {sum(fetch_cpu.values()):7.2f} s")
             for name in wall:
                 print(f"{name:<20} wall {wall[name]:7.2f} s  cpu {cpu[name]:7.2f} s")
+            print(f"SQL statements, {sum(statements.values()):.2f} s in all, per event:")
+            for sql, spent in sorted(statements.items(), key=lambda kv: -kv[1])[:12]:
+                print(f"  {spent * 1e6 / wl.events:6.2f} us  {sql}")
             return
         from pyinstrument import Profiler
 
