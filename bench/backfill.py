@@ -227,14 +227,15 @@ def run_backfill(config: Path, *, fetch_process: bool = False) -> tuple[float, i
     coincided). Not ``wait4``'s ``ru_maxrss``: that counts the pages the child
     shared with this (large) process between fork and exec, and reported 1.5 GB
     for a daemon whose own peak was a fifth of that. ``fetch_process``: with
-    ``[chain] fetch_process_blocks = 1``, else 0 (in process).
+    ``[chain] fetch_process_blocks = 32`` (the child takes the rest of the range
+    once it looks like holding ``fetch_process_events``), else 0 (in process).
     """
     out_path, err_path = config.with_suffix(".out"), config.with_suffix(".err")
     start = time.perf_counter()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
             keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err,
-            env=dict(os.environ, KEEPER_CHAIN__FETCH_PROCESS_BLOCKS="1" if fetch_process else "0"),
+            env=dict(os.environ, KEEPER_CHAIN__FETCH_PROCESS_BLOCKS="32" if fetch_process else "0"),
         )  # fmt: skip
         own_kb = total_kb = 0
         helpers: dict[int, int] = {}
@@ -365,7 +366,8 @@ def _measure(
         res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
     res.add("events/s inside the process", summary["events_per_second"], "ev/s")
-    # the same backfill with the fetching in a second process ([chain] fetch_process_blocks)
+    # the same backfill with a second process for the fetching, where the rest of the
+    # range is large enough ([chain] fetch_process_blocks = 32, fetch_process_events)
     fp_cfg = write_config(work, "backfill-fp", node.url, d,
                           [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span)  # fmt: skip
     fp_secs, fp_peak_kb, fp_summary = run_backfill(fp_cfg, fetch_process=True)

@@ -82,8 +82,11 @@ class ChainConfig:
     batch_events: v.PosInt = 5_000
     batch_bytes: v.PosInt = 4_194_304
     # a backfill range of at least this many blocks is fetched by a second process while
-    # this one writes (two cores instead of one); 0: always in process
+    # this one writes (two cores instead of one), from where the rest of it looks like
+    # holding fetch_process_events (0: from its start); 0 blocks (the default): always
+    # in process
     fetch_process_blocks: v.NonNegInt = 0
+    fetch_process_events: v.NonNegInt = 50_000
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:
         """(name, url) pairs: the name is what metrics and logs show, never the URL."""

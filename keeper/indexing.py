@@ -176,6 +176,7 @@ def sync_settings(cfg: Config) -> SyncSettings:
         # the keeper's Multicall3 when configured (a devnet's), else the canonical address
         multicall=cfg.keeper.multicall or MULTICALL3_ADDRESS,
         fetch_process_blocks=cfg.chain.fetch_process_blocks,
+        fetch_process_events=cfg.chain.fetch_process_events,
     )
 
 

@@ -269,3 +269,15 @@ def span_hint(
         if hi >= lo:
             suggested = hi - lo + 1
     return suggested, max_span
+
+
+def rest_is_large(seen_events: int, seen_blocks: int, left_blocks: int, least_events: int) -> bool:
+    """Whether the rest of a range, as dense as its part seen so far, holds ``least_events``.
+
+    A second process for the fetching costs an interpreter start and its own
+    memory; it pays only for a rest that takes seconds to index, and the
+    density of a range's first batches is the best guess of the rest's.
+    """
+    if seen_blocks <= 0 or left_blocks <= 0:
+        return False
+    return seen_events * left_blocks >= least_events * seen_blocks

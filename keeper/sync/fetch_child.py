@@ -33,7 +33,7 @@ from keeper.sync.fetch_wire import (
     to_wire,
     write_frame,
 )
-from keeper.sync.history import RangeFetcher
+from keeper.sync.history import CHILD_FETCHING_AHEAD, RangeFetcher
 from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
@@ -67,7 +67,9 @@ async def produce(spec: FetchSpec, out: BinaryIO) -> None:
     async def reads(events: Sequence[Event]) -> list[ChainRead]:
         return await views.execute(events, finalized=spec.finalized, head=spec.head)
 
-    fetcher = RangeFetcher(rpc, spec.addresses, spec.policy, decode, reads)
+    fetcher = RangeFetcher(
+        rpc, spec.addresses, spec.policy, decode, reads, ahead=CHILD_FETCHING_AHEAD
+    )
 
     async def send(message: Message) -> None:
         await asyncio.to_thread(write_frame, out, message)

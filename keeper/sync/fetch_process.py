@@ -2,10 +2,11 @@
 
 A backfill spends about half its CPU fetching (JSON, validation, decoding,
 view reads) and half writing SQLite, one after the other on one core. For a
-range of at least ``fetch_process_blocks`` blocks the indexer hands the
-fetching to ``python -m keeper.sync.fetch_child`` (the same RangeFetcher, on
-a client built from this one's settings) and only commits here: both halves
-run at once, on two cores. Batches arrive in range order and are committed
+range of at least ``fetch_process_blocks`` blocks whose rest looks like
+holding ``fetch_process_events`` events (``Indexer._ranges``) the indexer
+hands the fetching of that rest to ``python -m keeper.sync.fetch_child`` (the
+same RangeFetcher, on a client built from this one's settings) and only
+commits here: both halves run at once, on two cores. Batches arrive in range order and are committed
 one at a time as before, so crash safety and reorg handling do not change;
 the child never writes anything.
 

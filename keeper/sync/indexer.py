@@ -25,7 +25,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.multicall import MULTICALL3_ADDRESS
-from keeper.domain.ranges import RangePolicy
+from keeper.domain.ranges import RangePolicy, rest_is_large
 from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
@@ -62,8 +62,10 @@ class SyncSettings:
     # the Multicall3 the view reads are grouped through (None: each read alone)
     multicall: str | None = MULTICALL3_ADDRESS
     # a historical range of at least this many blocks is fetched by a second process
-    # (keeper.sync.fetch_process) while this one commits; 0: always in process
+    # (keeper.sync.fetch_process) while this one commits, from where the rest of it
+    # looks like holding fetch_process_events (0: from its start); 0 blocks: in process
     fetch_process_blocks: int = 0
+    fetch_process_events: int = 50_000
 
 
 @dataclass(slots=True)
@@ -237,12 +239,37 @@ class Indexer:
                 async for change in self.commit(batch):
                     yield change
 
-    def _ranges(self, start: int, end: int, finalized: int) -> AsyncGenerator[Fetched, None]:
+    async def _ranges(self, start: int, end: int, finalized: int) -> AsyncGenerator[Fetched, None]:
+        """The range's batches, fetched here until the rest looks large enough for the
+        fetch process (``rest_is_large`` at the density seen so far), then by it."""
         least = self.settings.fetch_process_blocks
-        if least and end - start + 1 >= least:
-            head = self.state.head.number if self.state.head is not None else None
-            return self.remote.prefetched(start, end, finalized=finalized, head=head)
-        return self.history.prefetched(start, end)
+        if not least or end - start + 1 < least:
+            async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
+                async for item in here:
+                    yield item
+            return
+        events = 0
+        handed = start
+        if self.settings.fetch_process_events:
+            async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
+                async for item in here:
+                    yield item
+                    events += len(item.events)
+                    handed = item.anchor.number + 1
+                    if rest_is_large(events, handed - start, end - handed + 1,
+                                     self.settings.fetch_process_events):  # fmt: skip
+                        break
+                else:
+                    return
+            if handed > end:
+                return
+        head = self.state.head.number if self.state.head is not None else None
+        log.info("fetch_process_handover", from_block=handed, to_block=end, events_seen=events)
+        async with contextlib.aclosing(
+            self.remote.prefetched(handed, end, finalized=finalized, head=head)
+        ) as remote:
+            async for item in remote:
+                yield item
 
     # ---- realtime zone -------------------------------------------------------------
 

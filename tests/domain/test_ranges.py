@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keeper.domain.ranges import DENSITY_START, RangePolicy, fit_span, span_hint, split_by_block
+from keeper.domain.ranges import (
+    DENSITY_START,
+    RangePolicy,
+    fit_span,
+    rest_is_large,
+    span_hint,
+    split_by_block,
+)
 
 
 class TestRangePolicy:
@@ -295,3 +302,16 @@ def test_split_by_block_isolates_an_oversized_block() -> None:
     items = [1, 2, 2, 2, 2, 3]
     cuts = split_by_block(items, lambda b: b, lambda _: 1, max_items=2, max_bytes=None)
     assert cuts == [(0, 1), (1, 5), (5, 6)]
+
+
+class TestRestIsLarge:
+    def test_the_rest_at_the_density_seen_decides(self) -> None:
+        """3,000 events over 2 blocks, 40 blocks left: 60,000 expected."""
+        assert rest_is_large(3_000, 2, 40, 60_000)
+        assert not rest_is_large(3_000, 2, 39, 60_000)
+
+    def test_nothing_seen_or_nothing_left_is_never_large(self) -> None:
+        """No density yet (or no rest) is no reason for a second process."""
+        assert not rest_is_large(0, 0, 10_000, 1)
+        assert not rest_is_large(5_000, 3, 0, 1)
+        assert not rest_is_large(0, 500, 10_000, 1)

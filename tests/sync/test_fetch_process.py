@@ -2,7 +2,9 @@
 
 A real anvil with the devnet emitter's job flows, indexed by the daemon's own
 wiring: through the child (``fetch_process_blocks = 1``) the index equals the
-in-process one, the child's RPC calls reach this process's metrics, a child
+in-process one, whether the child takes the range from its start or from the
+batch after which the rest looks large (``fetch_process_events``); the child's
+RPC calls reach this process's metrics, a child
 killed mid-range costs one retry and nothing else, closing the scan leaves no
 child behind, and a failing endpoint's secret URL appears neither in the error
 raised here nor in anything the child wrote.
@@ -85,8 +87,9 @@ async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
 ) -> None:
     local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
     cfg = scan_only(
-        tmp_path, "child", flows, module_anvil.url, fetch_process_blocks=1, batch_events=300
-    )
+        tmp_path, "child", flows, module_anvil.url, fetch_process_blocks=1,
+        fetch_process_events=0, batch_events=300,
+    )  # fmt: skip
     metrics = Metrics(CollectorRegistry())
     child = Harness(cfg, rpc=build_rpc(cfg, metrics))
     try:
@@ -113,8 +116,9 @@ async def test_a_child_killed_mid_range_costs_one_retry(
 ) -> None:
     reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
     cfg = scan_only(
-        tmp_path, "killed", flows, module_anvil.url, fetch_process_blocks=1, max_range=2
-    )
+        tmp_path, "killed", flows, module_anvil.url, fetch_process_blocks=1,
+        fetch_process_events=0, max_range=2,
+    )  # fmt: skip
     killer = KillFirstChild()
     h = Harness(cfg, listener=killer)
     killer.fetcher = h.indexer.remote
@@ -130,6 +134,58 @@ async def test_a_child_killed_mid_range_costs_one_retry(
     finally:
         await reference.close()
         await h.close()
+
+
+class BatchSources(NullListener):
+    """Which batches the fetch process sent: its pid while each one is committed."""
+
+    def __init__(self, fetcher: ProcessFetcher) -> None:
+        self.fetcher = fetcher
+        self.pids: list[int | None] = []
+
+    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None:
+        if events:
+            self.pids.append(self.fetcher.pid)
+
+
+async def sourced(
+    tmp: Path, name: str, d: Deployment, url: str, least: int
+) -> tuple[Harness, list[int | None]]:
+    """An index that may hand the rest of its range over, and the pid behind each batch."""
+    cfg = scan_only(
+        tmp, name, d, url, fetch_process_blocks=1, fetch_process_events=least, batch_events=300
+    )
+    h = Harness(cfg)
+    sources = BatchSources(h.indexer.remote)
+    h.indexing.listener = sources
+    await h.to_head()
+    return h, sources.pids
+
+
+async def test_the_child_takes_over_where_the_rest_looks_large(
+    module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
+) -> None:
+    """Once the batches fetched here predict a rest of 1,000 events (the dense blocks
+    hold 240 each), one child fetches the rest. A threshold the rest cannot reach
+    starts no child at all. Both indexes equal the in-process one."""
+    url = module_anvil.url
+    reference = await index(tmp_path, "ref", flows, url, fetch_process_blocks=0)
+    handed, handed_pids = await sourced(tmp_path, "handed", flows, url, 1_000)
+    kept, kept_pids = await sourced(tmp_path, "kept", flows, url, 10**9)
+    try:
+        # a prefix fetched here (the deployment blocks are nearly empty), then one child
+        here = handed_pids.index(next(p for p in handed_pids if p is not None))
+        assert here >= 1 and set(handed_pids[:here]) == {None}, handed_pids
+        assert len(set(handed_pids[here:])) == 1 and None not in handed_pids[here:]
+        assert handed.indexer.remote.started == 1
+        assert kept_pids and set(kept_pids) == {None}
+        assert kept.indexer.remote.started == 0
+        for h in (handed, kept):
+            diff = table_diff(reference.dump(), h.dump())
+            assert not diff, diff
+    finally:
+        for h in (reference, handed, kept):
+            await h.close()
 
 
 async def test_closing_the_scan_early_leaves_no_child(

@@ -108,8 +108,9 @@ def backfill(config: Path, tmp: Path, *, fetch_process: bool = False) -> list[di
     """The daemon's own backfill command, as an operator runs it; its JSON log records
     (``fetch_process``: the fetching done by its child process, whose records these are)."""
     env = dict(os.environ, KEEPER_LOG__FORMAT="json")
-    if fetch_process:
-        env["KEEPER_CHAIN__FETCH_PROCESS_BLOCKS"] = "1"
+    # the whole range through the child from its first block, or none of it
+    env["KEEPER_CHAIN__FETCH_PROCESS_BLOCKS"] = "1" if fetch_process else "0"
+    env["KEEPER_CHAIN__FETCH_PROCESS_EVENTS"] = "0"
     proc = subprocess.run(
         [*KEEPER, "backfill", "--config", str(config), "--no-progress"],
         capture_output=True,
