@@ -6,9 +6,9 @@ range of at least ``fetch_process_blocks`` blocks whose rest looks like
 holding ``fetch_process_events`` events (``Indexer._ranges``) the indexer
 hands the fetching of that rest to ``python -m keeper.sync.fetch_child`` (the
 same RangeFetcher, on a client built from this one's settings) and only
-commits here: both halves run at once, on two cores. Batches arrive in range order and are committed
-one at a time as before, so crash safety and reorg handling do not change;
-the child never writes anything.
+commits here: both halves run at once, on two cores. Batches arrive in range
+order and are committed one at a time as before, so crash safety and reorg
+handling do not change; the child never writes anything.
 
 The child is this process's: started per range, killed when the range is
 closed (done, failed, cancelled), and its RPC calls are reported to this

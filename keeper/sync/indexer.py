@@ -243,26 +243,21 @@ class Indexer:
         """The range's batches, fetched here until the rest looks large enough for the
         fetch process (``rest_is_large`` at the density seen so far), then by it."""
         least = self.settings.fetch_process_blocks
-        if not least or end - start + 1 < least:
-            async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
-                async for item in here:
-                    yield item
-            return
-        events = 0
-        handed = start
-        if self.settings.fetch_process_events:
+        candidate = bool(least) and end - start + 1 >= least
+        events, handed = 0, start
+        if not candidate or self.settings.fetch_process_events:
             async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
                 async for item in here:
                     yield item
                     events += len(item.events)
                     handed = item.anchor.number + 1
-                    if rest_is_large(events, handed - start, end - handed + 1,
-                                     self.settings.fetch_process_events):  # fmt: skip
+                    if candidate and rest_is_large(
+                        events, handed - start, end - handed + 1,
+                        self.settings.fetch_process_events,
+                    ):  # fmt: skip
                         break
                 else:
                     return
-            if handed > end:
-                return
         head = self.state.head.number if self.state.head is not None else None
         log.info("fetch_process_handover", from_block=handed, to_block=end, events_seen=events)
         async with contextlib.aclosing(

@@ -76,6 +76,14 @@ def scan_only(tmp: Path, name: str, d: Deployment, url: str, **chain: Any) -> Co
     return write_config(tmp, name, [url], d, finality="confirmations", confirmations=0, **chain)
 
 
+def through_child(
+    tmp: Path, name: str, d: Deployment, url: str, *, least: int = 0, **chain: Any
+) -> Config:
+    """A scan-only config whose ranges are candidates for the child, which takes over
+    once the rest looks like holding ``least`` events (0: from the range's start)."""
+    return scan_only(tmp, name, d, url, fetch_process_blocks=1, fetch_process_events=least, **chain)
+
+
 async def index(tmp: Path, name: str, d: Deployment, url: str, **chain: Any) -> Harness:
     h = Harness(scan_only(tmp, name, d, url, **chain))
     await h.to_head()
@@ -86,10 +94,7 @@ async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
     module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
 ) -> None:
     local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
-    cfg = scan_only(
-        tmp_path, "child", flows, module_anvil.url, fetch_process_blocks=1,
-        fetch_process_events=0, batch_events=300,
-    )  # fmt: skip
+    cfg = through_child(tmp_path, "child", flows, module_anvil.url, batch_events=300)
     metrics = Metrics(CollectorRegistry())
     child = Harness(cfg, rpc=build_rpc(cfg, metrics))
     try:
@@ -115,10 +120,7 @@ async def test_a_child_killed_mid_range_costs_one_retry(
     module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
 ) -> None:
     reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
-    cfg = scan_only(
-        tmp_path, "killed", flows, module_anvil.url, fetch_process_blocks=1,
-        fetch_process_events=0, max_range=2,
-    )  # fmt: skip
+    cfg = through_child(tmp_path, "killed", flows, module_anvil.url, max_range=2)
     killer = KillFirstChild()
     h = Harness(cfg, listener=killer)
     killer.fetcher = h.indexer.remote
@@ -152,10 +154,7 @@ async def sourced(
     tmp: Path, name: str, d: Deployment, url: str, least: int
 ) -> tuple[Harness, list[int | None]]:
     """An index that may hand the rest of its range over, and the pid behind each batch."""
-    cfg = scan_only(
-        tmp, name, d, url, fetch_process_blocks=1, fetch_process_events=least, batch_events=300
-    )
-    h = Harness(cfg)
+    h = Harness(through_child(tmp, name, d, url, least=least, batch_events=300))
     sources = BatchSources(h.indexer.remote)
     h.indexing.listener = sources
     await h.to_head()
