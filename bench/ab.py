@@ -1,0 +1,89 @@
+"""Two trees' ``keeper backfill`` alternated on one workload (``python -m bench.ab OTHER``).
+
+``OTHER`` is another checkout of the project (``git worktree add /tmp/base HEAD~1``);
+its ``keeper`` package is put first on ``PYTHONPATH`` for its runs, so both
+trees run with this venv's dependencies. One anvil, one honest workload
+(``bench/escrow_workload.py``, ``--density dense`` or ``sparse``), then
+``--rounds`` pairs of end-to-end backfills into fresh databases, the order
+within a pair alternating: this machine's speed drifts by more than most
+changes move a single run, so only medians of pairs taken side by side
+compare (bench/README.md). Every run's database is checked as the backfill
+benchmark checks it (every job stored with its description) before it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench.backfill import CONTRACT_NAME, check_descriptions, run_backfill
+from bench.common import ARCHIVE_ANVIL, write_config
+from bench.escrow_workload import (
+    ANVIL_ARGS,
+    Workload,
+    canonical_multicall,
+    deploy_driver,
+    job_flows,
+    pick_density,
+)
+from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.deploy import Deployment, deploy_all
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def run_tree(tree: Path, work: Path, url: str, d: Deployment, span: int, wl: Workload) -> float:
+    """Seconds of one end-to-end backfill by ``tree``'s keeper, its database checked."""
+    cfg = write_config(work, "ab", url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
+                       max_range=span)  # fmt: skip
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree)
+    try:
+        secs, _, summary = run_backfill(cfg)
+    finally:
+        os.environ.pop("PYTHONPATH")
+        if env_before is not None:
+            os.environ["PYTHONPATH"] = env_before
+    if summary["events"] != wl.events:
+        raise RuntimeError(f"{tree}: indexed {summary['events']} of {wl.events} events")
+    check_descriptions(work / "ab.db", wl)
+    for name in ("ab.db", "ab.db-wal", "ab.db-shm"):
+        (work / name).unlink(missing_ok=True)
+    return secs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("other", type=Path, help="the other tree (the baseline)")
+    parser.add_argument("events", type=int, nargs="?", default=200_000)
+    parser.add_argument("--density", choices=["dense", "sparse"], default="dense")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    other = args.other.resolve()
+    if not (other / "keeper" / "__init__.py").exists():
+        parser.error(f"{other} holds no keeper package")
+    density = pick_density(args.density, args.events)
+    trees = {"this": HERE, "other": other}
+    rates: dict[str, list[float]] = {name: [] for name in trees}
+    with AnvilProcess(extra_args=[*ARCHIVE_ANVIL, *ANVIL_ARGS]) as node, \
+            tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:  # fmt: skip
+        d = deploy_all(node.url)
+        canonical_multicall(node.url, d)
+        wl = job_flows(node.url, d, deploy_driver(node.url, d), args.events, density)
+        print(f"{wl.events:,} {density.name} events in {wl.blocks:,} blocks; this tree "
+              f"{HERE} against {other}, {args.rounds} rounds", flush=True)  # fmt: skip
+        for i in range(args.rounds):
+            for name in list(trees)[:: 1 if i % 2 == 0 else -1]:
+                secs = run_tree(trees[name], Path(tmp), node.url, d, density.max_range, wl)
+                rates[name].append(wl.events / secs)
+                print(f"  round {i + 1} {name:5} {wl.events / secs:9,.0f} ev/s", flush=True)
+    this, base = statistics.median(rates["this"]), statistics.median(rates["other"])
+    print(f"median end to end: this {this:,.0f} ev/s, other {base:,.0f} ev/s, "
+          f"ratio {this / base:.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
