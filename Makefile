@@ -12,7 +12,7 @@ NPM_STAMP := node_modules/.stamp-install
 # and a PostgreSQL 15 server (the second store backend: tests/support/postgres.py)
 DEBIAN_PACKAGES := prometheus chromium podman runc debootstrap postgresql
 
-.PHONY: demo test lint fmt bench reliability contracts deps deps-debian clean
+.PHONY: demo test lint fmt bench reliability contracts deps deps-debian bytecode clean
 
 deps: $(PIP_STAMP) $(NPM_STAMP)
 
@@ -30,7 +30,14 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-demo: deps
+# The package's bytecode, as `pip install` of the wheel writes it: the editable install
+# leaves none where PYTHONDONTWRITEBYTECODE is set, and every `keeper` command (the
+# benchmarks' and the tests' subprocesses among them) would then compile its modules anew
+# at each start. Stale files are recompiled; a missing or stale one is only slower.
+bytecode: deps
+	$(PY) -m compileall -q keeper
+
+demo: deps bytecode
 	$(VENV)/bin/keeper devnet
 
 # lint first: CI runs `make test` alone, so the style and type checks are enforced there.
@@ -38,7 +45,7 @@ demo: deps
 # waiting on anvil, daemons and servers. A file's tests share one worker, so its module
 # fixtures (an anvil, an installed venv) are made once. TEST_WORKERS=0 runs in-process.
 TEST_WORKERS ?= 2
-test: lint deps-debian
+test: lint deps-debian bytecode
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 lint: deps
@@ -58,12 +65,12 @@ contracts: deps
 # `make bench BENCH_ARGS=` runs the full sizes (400,000 dense with every state kept: anvil
 # holds no larger such chain in memory, see bench/README.md)
 BENCH_ARGS ?= --quick
-bench: deps
+bench: deps bytecode
 	scripts/ensure-debian-packages wrk postgresql
 	PYTHONPATH=. $(PY) -m bench $(BENCH_ARGS)
 
 # the long tortures, and every other test marked slow (which `make test` leaves out)
-reliability: deps
+reliability: deps bytecode
 	$(PY) -m pytest -q -m "reliability or slow" tests
 
 clean:

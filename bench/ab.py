@@ -9,11 +9,13 @@ within a pair alternating: this machine's speed drifts by more than most
 changes move a single run, so only medians of pairs taken side by side
 compare (bench/README.md). Every run's database is checked as the backfill
 benchmark checks it (every job stored with its description) before it goes.
+Both trees' bytecode is written first, as ``make bench`` writes this one's.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import tempfile
@@ -67,6 +69,8 @@ def main() -> None:
         parser.error(f"{other} holds no keeper package")
     density = pick_density(args.density, args.events)
     trees = {"this": HERE, "other": other}
+    for tree in trees.values():
+        compileall.compile_dir(tree / "keeper", quiet=1)
     rates: dict[str, list[float]] = {name: [] for name in trees}
     with AnvilProcess(extra_args=[*ARCHIVE_ANVIL, *ANVIL_ARGS]) as node, \
             tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:  # fmt: skip
