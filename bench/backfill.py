@@ -5,8 +5,10 @@ the devnet's ERC8183-shaped escrow, so every ``getJob`` answers), once dense
 and once sparse, each on its own fresh chain. Three measurements each:
 
 * **end to end**: ``keeper backfill`` as a subprocess into a fresh database
-  (process start, imports and the chain-id check included), peak RSS of the
-  child; afterwards every job's stored description is checked against the
+  (process start, imports and the chain-id check included), with the default
+  config (a long dense range's rest fetched by a second process) and again
+  with every fetch in process; peak RSS of the command and its fetch process
+  together; afterwards every job's stored description is checked against the
   one the workload created, so dropped or failed reads fail the benchmark;
 * **ceiling**: the same ``eth_getLogs`` ranges fetched and JSON-parsed,
   nothing decoded, read or stored: no indexer on this node can beat it;
@@ -217,7 +219,7 @@ def check_descriptions(db: Path, wl: Workload) -> int:
     return wl.jobs
 
 
-def run_backfill(config: Path, *, fetch_process: bool = False) -> tuple[float, int, dict[str, Any]]:
+def run_backfill(config: Path, *, in_process: bool = False) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS KiB, the command's JSON summary) of ``keeper backfill``.
 
     The peak is the largest total RSS of the command and its fetch processes
@@ -226,16 +228,20 @@ def run_backfill(config: Path, *, fetch_process: bool = False) -> tuple[float, i
     process's own peak and their sum (an upper bound: as if both peaks
     coincided). Not ``wait4``'s ``ru_maxrss``: that counts the pages the child
     shared with this (large) process between fork and exec, and reported 1.5 GB
-    for a daemon whose own peak was a fifth of that. ``fetch_process``: with
-    ``[chain] fetch_process_blocks = 32`` (the child takes the rest of the range
-    once it looks like holding ``fetch_process_events``), else 0 (in process).
+    for a daemon whose own peak was a fifth of that. By default the config's own
+    ``[chain] fetch_process_blocks`` (32 unless it sets one: the child takes the
+    rest of a range once it looks like holding ``fetch_process_events``);
+    ``in_process``: 0, every fetch in the command's own process.
     """
     out_path, err_path = config.with_suffix(".out"), config.with_suffix(".err")
+    env = dict(os.environ)
+    if in_process:
+        env["KEEPER_CHAIN__FETCH_PROCESS_BLOCKS"] = "0"
     start = time.perf_counter()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
             keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err,
-            env=dict(os.environ, KEEPER_CHAIN__FETCH_PROCESS_BLOCKS="32" if fetch_process else "0"),
+            env=env,
         )  # fmt: skip
         own_kb = total_kb = 0
         helpers: dict[int, int] = {}
@@ -365,24 +371,26 @@ def _measure(
     if r_secs is not None:
         res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
-    res.add("events/s inside the process", summary["events_per_second"], "ev/s")
-    # the same backfill with a second process for the fetching, where the rest of the
-    # range is large enough ([chain] fetch_process_blocks = 32, fetch_process_events)
-    fp_cfg = write_config(work, "backfill-fp", node.url, d,
+    res.add("events/s inside the command", summary["events_per_second"], "ev/s")
+    mem = summary["memory"]
+    res.add("peak RSS, the command and its fetch process", peak_kb / 1024, "MB")
+    res.add("the fetch process's own peak RSS (0: none started)",
+            mem["fetch_process_kb"] / 1024, "MB")  # fmt: skip
+    # the same backfill with every fetch in the command's process ([chain]
+    # fetch_process_blocks = 0): one core, what the default's second process buys
+    ip_cfg = write_config(work, "backfill-ip", node.url, d,
                           [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span)  # fmt: skip
-    fp_secs, fp_peak_kb, fp_summary = run_backfill(fp_cfg, fetch_process=True)
-    if fp_summary["events"] != wl.events:
-        raise RuntimeError(f"fetch-process backfill indexed {fp_summary['events']} events")
-    fp_mem = fp_summary["memory"]
-    res.add("fetch process: events/s end to end", wl.events / fp_secs, "ev/s")
-    res.add("fetch process: share of the getLogs ceiling", wl.events / fp_secs / ceiling_eps, "x")
-    res.add("fetch process: peak RSS, both processes", fp_peak_kb / 1024, "MB")
-    res.add("fetch process: its own peak RSS", fp_mem["fetch_process_kb"] / 1024, "MB")
-    res.add("fetch process: sum of both peaks", fp_mem["sum_of_peaks_kb"] / 1024, "MB")
+    ip_secs, ip_peak_kb, ip_summary = run_backfill(ip_cfg, in_process=True)
+    if ip_summary["events"] != wl.events:
+        raise RuntimeError(f"in-process backfill indexed {ip_summary['events']} events")
+    res.add("in process: events/s end to end", wl.events / ip_secs, "ev/s")
+    res.add("in process: share of the getLogs ceiling", wl.events / ip_secs / ceiling_eps, "x")
+    res.add("in process: peak RSS", ip_peak_kb / 1024, "MB")
     res.details.update({
         "end_to_end_seconds": round(e_secs, 2),
-        "in_process_seconds": summary["seconds"],
-        "in_process_events_per_second": summary["events_per_second"],
+        "inside_command_seconds": summary["seconds"],
+        "inside_command_events_per_second": summary["events_per_second"],
+        "in_process_end_to_end_seconds": round(ip_secs, 2),
         "ceiling_seconds": round(c_secs, 2),
         "ceiling_with_reads_seconds": None if r_secs is None else round(r_secs, 2),
         "node_history": history,
@@ -409,7 +417,7 @@ def bench_backfill(events: int, *, sparse_events: int, naive_events: int, steady
             work = Path(tmp)
             d, peak_kb = _measure(res, node, work, density, size, min(naive_events, size // 2))
             mem.add(f"peak RSS, {density.name} backfill of {res.details['stored_events']:,} "
-                    "events", peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
+                    "events (both processes)", peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
             mem.details[f"{density.name}_backfill_peak_kb"] = peak_kb
             if density is DENSE:
                 steady = steady_memory(work, node.url, d, steady_seconds, density.max_range)
@@ -428,6 +436,7 @@ def bench_backfill_million(events: int, *, naive_events: int, mode: str) -> list
     with AnvilProcess(extra_args=FULL_NODE_ANVIL + ANVIL_ARGS) as node, \
             tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:  # fmt: skip
         _, peak_kb = _measure(res, node, Path(tmp), DENSE, events, naive_events, history=False)
-    res.add(f"peak RSS, dense backfill of {res.details['stored_events']:,} events",
+    res.add(f"peak RSS, dense backfill of {res.details['stored_events']:,} events (both "
+            "processes)",
             peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
     return [res]

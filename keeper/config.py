@@ -83,9 +83,8 @@ class ChainConfig:
     batch_bytes: v.PosInt = 4_194_304
     # a backfill range of at least this many blocks is fetched by a second process while
     # this one writes (two cores instead of one), from where the rest of it looks like
-    # holding fetch_process_events (0: from its start); 0 blocks (the default): always
-    # in process
-    fetch_process_blocks: v.NonNegInt = 0
+    # holding fetch_process_events (0: from its start); 0 blocks: always in process
+    fetch_process_blocks: v.NonNegInt = 32
     fetch_process_events: v.NonNegInt = 50_000
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:

@@ -72,7 +72,7 @@ DEFAULT_KEEP_MARGIN: Final = 16
 # biggest item of a backfill's peak memory for little speed (bench/README.md).
 DEFAULT_DECODED_CACHE: Final = 5_000
 ZERO_HASH: Final = "0x" + "00" * 32
-WRITER_CACHE_KIB: Final = 32_768
+WRITER_CACHE_KIB: Final = 8_192
 # A write meeting a lost PostgreSQL session is tried this many times in all (a
 # terminated backend or a pooler's reset: the next session takes it at once); a
 # server still down past them is the caller's loop's to wait out (keeper.store.pg).
@@ -159,12 +159,13 @@ class IndexStore:
         self.keep_margin = keep_margin
         self.fence: Fence | None = None
         self.projections = Projections(conn, chain_id, decoded_cache)
-        # The events' secondary indexes and the jobs' are inserted into at random
+        # The events' secondary indexes and the jobs' are inserted into at many
         # places: with SQLite's default 2 MiB page cache, inserts into a large
-        # index miss on nearly every page. A bigger writer cache keeps the hot
-        # index pages in memory; at 1,000,000 events 32 MiB bought 11% over 16
-        # (the 200,000-event runs did not show it), and 48 MiB nothing more, only
-        # resident memory (bench/README.md has the figures).
+        # index miss on most pages. A writer cache keeps the hot index pages in
+        # memory; with 16 KiB pages (keeper.store.db) a smaller one than the 32 MiB
+        # 4 KiB pages wanted serves as well, and its memory is what lets the fetch
+        # process run beside this one within the memory target (bench/README.md
+        # has both measured).
         if dialect(conn) == "sqlite":
             conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
             session(

@@ -64,7 +64,7 @@ class SyncSettings:
     # a historical range of at least this many blocks is fetched by a second process
     # (keeper.sync.fetch_process) while this one commits, from where the rest of it
     # looks like holding fetch_process_events (0: from its start); 0 blocks: in process
-    fetch_process_blocks: int = 0
+    fetch_process_blocks: int = 32
     fetch_process_events: int = 50_000
 
 
