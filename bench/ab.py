@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -41,14 +40,7 @@ def run_tree(tree: Path, work: Path, url: str, d: Deployment, span: int, wl: Wor
     """Seconds of one end-to-end backfill by ``tree``'s keeper, its database checked."""
     cfg = write_config(work, "ab", url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
                        max_range=span)  # fmt: skip
-    env_before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(tree)
-    try:
-        secs, _, summary = run_backfill(cfg)
-    finally:
-        os.environ.pop("PYTHONPATH")
-        if env_before is not None:
-            os.environ["PYTHONPATH"] = env_before
+    secs, _, summary = run_backfill(cfg, env={"PYTHONPATH": str(tree)})
     if summary["events"] != wl.events:
         raise RuntimeError(f"{tree}: indexed {summary['events']} of {wl.events} events")
     check_descriptions(work / "ab.db", wl)

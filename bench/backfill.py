@@ -30,8 +30,9 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 from web3 import Web3
@@ -219,29 +220,33 @@ def check_descriptions(db: Path, wl: Workload) -> int:
     return wl.jobs
 
 
-def run_backfill(config: Path, *, in_process: bool = False) -> tuple[float, int, dict[str, Any]]:
+# ``run_backfill``'s ``env`` for a backfill with every fetch in the command's own process
+IN_PROCESS: Final = {"KEEPER_CHAIN__FETCH_PROCESS_BLOCKS": "0"}
+
+
+def run_backfill(
+    config: Path, *, env: Mapping[str, str] | None = None
+) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS KiB, the command's JSON summary) of ``keeper backfill``.
 
     The peak is the largest total RSS of the command and its fetch processes
     (keeper.sync.fetch_process), sampled every 20 ms until it exits, and at
-    least the command's own ``VmHWM``. The summary's ``memory`` adds each
-    process's own peak and their sum (an upper bound: as if both peaks
-    coincided). Not ``wait4``'s ``ru_maxrss``: that counts the pages the child
-    shared with this (large) process between fork and exec, and reported 1.5 GB
-    for a daemon whose own peak was a fifth of that. By default the config's own
-    ``[chain] fetch_process_blocks`` (32 unless it sets one: the child takes the
-    rest of a range once it looks like holding ``fetch_process_events``);
-    ``in_process``: 0, every fetch in the command's own process.
+    least the command's own ``VmHWM``; the summary's ``fetch_process_kb`` is
+    the fetch processes' own largest peak (0: none started). Not ``wait4``'s
+    ``ru_maxrss``: that counts the pages the child shared with this (large)
+    process between fork and exec, and reported 1.5 GB for a daemon whose own
+    peak was a fifth of that. The command runs with this environment plus
+    ``env`` (``IN_PROCESS``; another tree's ``PYTHONPATH``), so by default with
+    the config's own ``[chain] fetch_process_blocks`` (32 unless it sets one:
+    the child takes the rest of a range once it looks like holding
+    ``fetch_process_events``).
     """
     out_path, err_path = config.with_suffix(".out"), config.with_suffix(".err")
-    env = dict(os.environ)
-    if in_process:
-        env["KEEPER_CHAIN__FETCH_PROCESS_BLOCKS"] = "0"
     start = time.perf_counter()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
             keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err,
-            env=env,
+            env={**os.environ, **(env or {})},
         )  # fmt: skip
         own_kb = total_kb = 0
         helpers: dict[int, int] = {}
@@ -266,9 +271,7 @@ def run_backfill(config: Path, *, in_process: bool = False) -> tuple[float, int,
             f"keeper backfill exited {proc.returncode}: {err_path.read_text()[-2000:]}"
         )
     summary = json.loads(out_path.read_text().strip().splitlines()[-1])
-    fetch_kb = max(helpers.values(), default=0)
-    summary["memory"] = {"keeper_kb": own_kb, "fetch_process_kb": fetch_kb,
-                         "sum_of_peaks_kb": own_kb + fetch_kb}  # fmt: skip
+    summary["fetch_process_kb"] = max(helpers.values(), default=0)
     return elapsed, max(own_kb, total_kb), summary
 
 
@@ -335,7 +338,7 @@ def _measure(
     # the ceilings and both measured backfills should all find it warm.
     run_backfill(write_config(work, "backfill-warm", node.url, d,
                               [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span),
-                 in_process=True)  # fmt: skip
+                 env=IN_PROCESS)  # fmt: skip
     c_secs, c_count = asyncio.run(ceiling(node.url, d.erc8183, first, last, span))
     if c_count != wl.events:
         raise RuntimeError(f"getLogs returned {c_count} escrow logs of {wl.events}")
@@ -379,15 +382,14 @@ def _measure(
         res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
     res.add("events/s inside the command", summary["events_per_second"], "ev/s")
-    mem = summary["memory"]
     res.add("peak RSS, the command and its fetch process", peak_kb / 1024, "MB")
     res.add("the fetch process's own peak RSS (0: none started)",
-            mem["fetch_process_kb"] / 1024, "MB")  # fmt: skip
+            summary["fetch_process_kb"] / 1024, "MB")  # fmt: skip
     # the same backfill with every fetch in the command's process ([chain]
     # fetch_process_blocks = 0): one core, what the default's second process buys
     ip_cfg = write_config(work, "backfill-ip", node.url, d,
                           [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span)  # fmt: skip
-    ip_secs, ip_peak_kb, ip_summary = run_backfill(ip_cfg, in_process=True)
+    ip_secs, ip_peak_kb, ip_summary = run_backfill(ip_cfg, env=IN_PROCESS)
     if ip_summary["events"] != wl.events:
         raise RuntimeError(f"in-process backfill indexed {ip_summary['events']} events")
     res.add("in process: events/s end to end", wl.events / ip_secs, "ev/s")
@@ -443,7 +445,6 @@ def bench_backfill_million(events: int, *, naive_events: int, mode: str) -> list
     with AnvilProcess(extra_args=FULL_NODE_ANVIL + ANVIL_ARGS) as node, \
             tempfile.TemporaryDirectory(prefix="bench-bf-") as tmp:  # fmt: skip
         _, peak_kb = _measure(res, node, Path(tmp), DENSE, events, naive_events, history=False)
-    res.add(f"peak RSS, dense backfill of {res.details['stored_events']:,} events (both "
-            "processes)",
-            peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
+    res.add(f"peak RSS, dense backfill of {res.details['stored_events']:,} events "
+            "(both processes)", peak_kb / 1024, "MB", 150, higher=False)  # fmt: skip
     return [res]
