@@ -279,21 +279,21 @@ class Daemon:
         self.c.listener.on_heads(head, finalized, indexed)
 
     async def verify_loop(self) -> None:
-        from keeper.store.verifications import delete_orphans
+        from keeper.verify.scan import PendingScan
         from keeper.verify.verifier import verify_pending
 
         # every daemon on a shared database verifies (a standby's head follows the chain);
         # a revision recorded by another daemon first is not written twice (the store's
         # conditional save)
+        scan = PendingScan(self.cfg.chain.chain_id)
         while not self.stop.is_set():
             try:
-                delete_orphans(self.c.conn)
                 head = self.c.indexer.state.head
                 now = head.timestamp if head else int(time.time())
-                done = await verify_pending(
-                    self.c.conn, self.cfg.chain.chain_id, self.verifier, now
-                )
-                if done:
+                if await verify_pending(self.c.conn, scan, self.verifier, now):
+                    # a verification with no document to fetch never waits on I/O: without
+                    # this a catch-up's verifying would hold the indexer until it is done
+                    await asyncio.sleep(0)
                     continue
             except KeeperError as exc:
                 log.warning("verify_step_failed", error=str(exc))

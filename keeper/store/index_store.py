@@ -73,6 +73,9 @@ DEFAULT_KEEP_MARGIN: Final = 16
 DEFAULT_DECODED_CACHE: Final = 5_000
 ZERO_HASH: Final = "0x" + "00" * 32
 WRITER_CACHE_KIB: Final = 8_192
+# Rollback records kept per chain (``rollbacks``): a verifier that has not read the
+# ones before them re-checks everything once (keeper.verify.scan)
+ROLLBACKS_KEPT: Final = 1_000
 # A write meeting a lost PostgreSQL session is tried this many times in all (a
 # terminated backend or a pooler's reset: the next session takes it at once); a
 # server still down past them is the caller's loop's to wait out (keeper.store.pg).
@@ -435,9 +438,23 @@ class IndexStore:
             c.execute(f"DELETE FROM {table} WHERE chain_id = ? AND {col} > ?", (cid, fork_point))
         self.projections.rebuild_subjects(touched)
         self.projections.raise_contract_versions(pause_changed)
+        self._record_rollback(fork_point)
         finalized = min(current.finalized_block, fork_point) if current else fork_point
         self._set_cursor(fork_point, fork_hash, finalized)
         return touched
+
+    def _record_rollback(self, fork_point: int) -> None:
+        c, cid = self.conn, self.chain_id
+        c.execute(
+            "INSERT INTO rollbacks (chain_id, seq, fork_point, rolled_back_at) "
+            "SELECT ?, coalesce(max(seq), 0) + 1, ?, ? FROM rollbacks WHERE chain_id = ?",
+            (cid, fork_point, time.time(), cid),
+        )
+        c.execute(
+            "DELETE FROM rollbacks WHERE chain_id = ? AND seq <= "
+            "(SELECT max(seq) FROM rollbacks WHERE chain_id = ?) - ?",
+            (cid, cid, ROLLBACKS_KEPT),
+        )
 
     def _set_cursor(self, indexed_block: int, indexed_hash: str, finalized_block: int) -> None:
         self.conn.execute(

@@ -245,4 +245,17 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX subject_versions_order ON subject_versions (chain_id, version)
     """,
+    # 10: each rollback's fork point, numbered per chain in the rollback's own transaction:
+    # the verifier (on every daemon sharing the database) learns from it which verdicts
+    # may have left the chain, instead of rescanning every verification and event
+    # (keeper.verify.scan). The newest ROLLBACKS_KEPT rows per chain are kept.
+    """
+    CREATE TABLE rollbacks (
+        chain_id INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        fork_point INTEGER NOT NULL,
+        rolled_back_at REAL NOT NULL,
+        PRIMARY KEY (chain_id, seq)
+    )
+    """,
 ]

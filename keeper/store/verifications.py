@@ -86,6 +86,26 @@ class IndexedTaskVerdict:
     evaluator: str | None
 
 
+# Where a scan of ``events`` in key order resumes: (block number, block hash, log index)
+# of the last event it returned. ``events`` holds one hash per block number, so this
+# order is the chain's.
+EventPosition = tuple[int, str, int]
+
+
+def block_start(number: int) -> EventPosition:
+    """The position just before block ``number``'s first event."""
+    return (number, "", -1)
+
+
+@dataclass(frozen=True, slots=True)
+class Rollbacks:
+    """The rollbacks recorded after a reader's last one (``rollbacks``, index migration 10)."""
+
+    first_seq: int
+    last_seq: int
+    lowest_fork_point: int
+
+
 _COLUMNS = tuple(f.name for f in fields(VerificationRow))
 _TASK_QUERY = (
     "SELECT e.chain_id, e.contract, e.subject, e.name, e.tx_hash, e.block_hash, e.block_number, "
@@ -262,40 +282,90 @@ def get_document(conn: Db, digest: str) -> bytes | None:
     return str(row[0]).encode("utf-8") if row is not None else None
 
 
-def delete_orphans(conn: Db) -> int:
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A verification deleted because its verdict event left the chain."""
+
+    contract: str
+    job_id: str
+    event_name: str
+
+
+def delete_orphans(conn: Db, chain_id: int | None = None, above: int | None = None) -> list[Orphan]:
     """Drop verifications (and their history) whose verdict event is no longer in ``events``.
 
-    Call after a reorg's rollback, in the same transaction: a verdict that the
-    chain no longer has must not keep a verification.
+    A verdict the chain no longer has must not keep a verification. With
+    ``chain_id`` and ``above`` only that chain's verifications of blocks after
+    ``above`` are looked at: after a rollback to ``above`` nothing below can
+    have gone, and a check of every verification per rollback grows with the
+    history. Returns what was dropped: an earlier verdict of the same job may
+    still stand and want its verification back.
     """
+    where, params = "", []
+    if chain_id is not None:
+        where, params = "v.chain_id = ? AND v.block_number > ? AND ", [chain_id, above or -1]
     with _write(conn):
-        deleted = conn.execute(
-            "DELETE FROM verifications WHERE NOT EXISTS (SELECT 1 FROM events e "
-            "WHERE e.chain_id = verifications.chain_id "
-            "AND e.block_number = verifications.block_number "
-            "AND e.block_hash = verifications.block_hash AND e.log_index = verifications.log_index)"
-        ).rowcount
-        _delete_unowned_history(conn)
-    return int(deleted)
+        rows = conn.execute(
+            "SELECT v.chain_id, v.contract, v.job_id, v.event_name FROM verifications v "
+            f"WHERE {where}NOT EXISTS (SELECT 1 FROM events e WHERE e.chain_id = v.chain_id "
+            "AND e.block_number = v.block_number AND e.block_hash = v.block_hash "
+            "AND e.log_index = v.log_index)",
+            params,
+        ).fetchall()
+        for table in ("verifications", "verification_reports"):
+            conn.executemany(
+                f"DELETE FROM {table} WHERE chain_id = ? AND contract = ? AND job_id = ?",
+                [tuple(r)[:3] for r in rows],
+            )
+    return [Orphan(str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
 
-def _delete_unowned_history(conn: Db) -> None:
-    conn.execute(
-        "DELETE FROM verification_reports WHERE NOT EXISTS (SELECT 1 FROM verifications v "
-        "WHERE v.chain_id = verification_reports.chain_id "
-        "AND v.contract = verification_reports.contract "
-        "AND v.job_id = verification_reports.job_id)"
-    )
+def rollbacks_since(conn: Db, chain_id: int, seq: int) -> Rollbacks | None:
+    """The chain's rollbacks numbered after ``seq``, summed up; ``None`` when there are none."""
+    row = conn.execute(
+        "SELECT min(seq), max(seq), min(fork_point) FROM rollbacks WHERE chain_id = ? AND seq > ?",
+        (chain_id, seq),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return Rollbacks(int(row[0]), int(row[1]), int(row[2]))
 
 
-def pending_verdicts(conn: Db, chain_id: int, limit: int = 100) -> list[IndexedVerdict]:
-    """Indexed verdict events that have no verification of that very event yet, oldest first."""
+def last_event(conn: Db, chain_id: int) -> EventPosition | None:
+    """The position of the chain's last indexed event (``None``: no events)."""
+    row = conn.execute(
+        "SELECT block_number, block_hash, log_index FROM events WHERE chain_id = ? "
+        "ORDER BY block_number DESC, block_hash DESC, log_index DESC LIMIT 1",
+        (chain_id,),
+    ).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
+
+
+def _after(position: EventPosition | None) -> tuple[str, tuple[object, ...]]:
+    if position is None:
+        return "", ()
+    return "AND (e.block_number, e.block_hash, e.log_index) > (?, ?, ?) ", position
+
+
+_UNVERIFIED: Final = (
+    "AND NOT EXISTS (SELECT 1 FROM verifications v "
+    "WHERE v.chain_id = e.chain_id AND v.contract = e.contract AND v.job_id = e.subject "
+    "AND v.block_hash = e.block_hash AND v.log_index = e.log_index) "
+)
+# the key's order: a scan from a position reads on from there and stops at the limit
+_IN_CHAIN_ORDER: Final = "ORDER BY e.block_number, e.block_hash, e.log_index LIMIT ?"
+
+
+def pending_verdicts(
+    conn: Db, chain_id: int, limit: int = 100, after: EventPosition | None = None
+) -> list[IndexedVerdict]:
+    """Indexed verdict events (after ``after``) with no verification of that very event yet.
+
+    Oldest first. Without ``after`` every verdict ever indexed is looked at.
+    """
+    where, params = _after(after)
     rows = conn.execute(
-        _verdicts(conn) + "AND NOT EXISTS (SELECT 1 FROM verifications v "
-        "WHERE v.chain_id = e.chain_id AND v.contract = e.contract AND v.job_id = e.subject "
-        "AND v.block_hash = e.block_hash AND v.log_index = e.log_index) "
-        "ORDER BY e.block_number, e.log_index LIMIT ?",
-        (chain_id, limit),
+        _verdicts(conn) + where + _UNVERIFIED + _IN_CHAIN_ORDER, (chain_id, *params, limit)
     ).fetchall()
     return [IndexedVerdict(*r) for r in rows]
 
@@ -320,15 +390,25 @@ def verdicts_with_reason(conn: Db, chain_id: int, reason: str) -> list[IndexedVe
     return [IndexedVerdict(*r) for r in rows]
 
 
-def pending_task_verdicts(conn: Db, chain_id: int, limit: int = 100) -> list[IndexedTaskVerdict]:
-    """Latest task verdicts with an evidence hash and no verification of that event yet."""
+def pending_task_verdicts(
+    conn: Db, chain_id: int, limit: int = 100, after: EventPosition | None = None
+) -> list[IndexedTaskVerdict]:
+    """Latest task verdicts (after ``after``) with an evidence hash and no verification yet."""
+    where, params = _after(after)
     rows = conn.execute(
-        _TASK_QUERY + "AND NOT EXISTS (SELECT 1 FROM verifications v "
-        "WHERE v.chain_id = e.chain_id AND v.contract = e.contract AND v.job_id = e.subject "
-        "AND v.block_hash = e.block_hash AND v.log_index = e.log_index) "
-        "ORDER BY e.block_number, e.log_index LIMIT ?",
-        (chain_id, limit),
+        _TASK_QUERY + where + _UNVERIFIED + _IN_CHAIN_ORDER, (chain_id, *params, limit)
     ).fetchall()
+    return [IndexedTaskVerdict(*r) for r in rows]
+
+
+def unverified_task_verdicts(conn: Db, chain_id: int) -> list[IndexedTaskVerdict]:
+    """Every task verdict ``pending_task_verdicts`` would find, in no order.
+
+    Read through the index of events by kind, so it costs the task verdicts,
+    not the whole history: what a rollback makes eligible again (a task whose
+    reopening was rolled back has its evidence hash back) can be anywhere.
+    """
+    rows = conn.execute(_TASK_QUERY + _UNVERIFIED, (chain_id,)).fetchall()
     return [IndexedTaskVerdict(*r) for r in rows]
 
 

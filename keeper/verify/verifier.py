@@ -4,9 +4,9 @@ ERC-8183 verdicts (``JobCompleted``/``JobRejected``) get the full check
 pipeline (``keeper.verify.verdict``); task-market verdicts (the latest
 ``TaskEvaluated`` with an evidence hash) get their evidence document checked
 (``keeper.verify.evidence``). Call ``verify_pending`` after each committed
-batch and periodically for retries; after a reorg's rollback call
-``keeper.store.verifications.delete_orphans`` first. A changed outcome appends
-a report revision; a repeat only reschedules.
+batch and periodically for retries, with one ``PendingScan`` for as long as
+the caller runs (it drops the verifications a rollback orphaned). A changed
+outcome appends a report revision; a repeat only reschedules.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from keeper.verify.checks import VerdictFacts
 from keeper.verify.evidence import chain_from_task, verify_evidence
 from keeper.verify.failures import Failure, Status
 from keeper.verify.report import ChainRef, Report, same_outcome, stored_report
+from keeper.verify.scan import PendingScan
 from keeper.verify.verdict import (
     Outcome,
     RetryPolicy,
@@ -36,23 +37,77 @@ TASK_EVENT = "TaskEvaluated"
 
 
 async def verify_pending(
-    conn: Db, chain_id: int, verifier: Verifier, now: int, limit: int = 50
+    conn: Db, scan: PendingScan, verifier: Verifier, now: int, limit: int = 50
 ) -> int:
-    """Verify newly indexed verdicts and the retries that are due; returns how many ran."""
-    jobs = store.pending_verdicts(conn, chain_id, limit)
-    tasks = store.pending_task_verdicts(conn, chain_id, limit)
-    for due in store.due_for_retry(conn, chain_id, now, limit):
-        if due.event_name == TASK_EVENT:
-            task = store.indexed_task_verdict(conn, chain_id, due.contract, due.job_id)
-            tasks.extend([task] if task is not None else [])
-        else:
-            job = store.indexed_verdict(conn, chain_id, due.contract, due.job_id)
-            jobs.extend([job] if job is not None else [])
+    """Verify newly indexed verdicts and the retries that are due; returns how many ran.
+
+    ``scan`` is the caller's for as long as it runs (see ``keeper.verify.scan``):
+    each call takes in the rollbacks since the last, then reads on from where it
+    stopped.
+    """
+    chain_id = scan.chain_id
+    scan.sync(conn)
+    ran = await _verify_latest(conn, scan, verifier, now)
+    jobs = scan.pending_jobs(conn, limit)
+    tasks = scan.pending_tasks(conn, limit)
     for job in jobs:
         await verify_and_record(conn, verdict_from_index(job), verifier, now)
+        scan.passed(job)
     for task in tasks:
         await verify_task_and_record(conn, task, verifier, now)
-    return len(jobs) + len(tasks)
+        scan.passed(task)
+    scan.read_through()
+    ran += len(jobs) + len(tasks)
+    for due in store.due_for_retry(conn, chain_id, now, limit):
+        ran += await _verify_subject(conn, chain_id, due.contract, due.job_id, due.event_name,
+                                     verifier, now)  # fmt: skip
+    return ran
+
+
+async def _verify_latest(conn: Db, scan: PendingScan, verifier: Verifier, now: int) -> int:
+    """Verify the latest verdict of each subject a rollback left for a check (``scan.recheck``)."""
+    ran = 0
+    while scan.recheck:
+        o = scan.recheck[0]
+        ran += await _verify_subject(
+            conn, scan.chain_id, o.contract, o.job_id, o.event_name, verifier, now, again=False
+        )
+        scan.recheck.pop(0)
+    return ran
+
+
+async def _verify_subject(
+    conn: Db,
+    chain_id: int,
+    contract: str,
+    subject: str,
+    event: str,
+    verifier: Verifier,
+    now: int,
+    *,
+    again: bool = True,
+) -> int:
+    """Verify a subject's latest indexed verdict; 0 when it has none (or, unless ``again``,
+    when that very event is verified already: by another daemon, say)."""
+    latest: store.IndexedTaskVerdict | store.IndexedVerdict | None
+    if event == TASK_EVENT:
+        latest = store.indexed_task_verdict(conn, chain_id, contract, subject)
+    else:
+        latest = store.indexed_verdict(conn, chain_id, contract, subject)
+    if latest is None:
+        return 0
+    if not again:
+        done = store.get_verification(conn, chain_id, contract, subject)
+        if done is not None and (done.block_hash, done.log_index) == (
+            latest.block_hash,
+            latest.log_index,
+        ):
+            return 0
+    if isinstance(latest, store.IndexedTaskVerdict):
+        await verify_task_and_record(conn, latest, verifier, now)
+    else:
+        await verify_and_record(conn, verdict_from_index(latest), verifier, now)
+    return 1
 
 
 async def verify_task_and_record(

@@ -18,6 +18,7 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import canonical_bytes, digest, keccak_hex
 from keeper.verify.checks import ZERO_HASH, CheckConfig
 from keeper.verify.evidence import check_evidence
+from keeper.verify.scan import PendingScan
 from keeper.verify.sources import HttpSource
 from keeper.verify.verdict import Verifier
 from keeper.verify.verifier import verify_pending
@@ -108,29 +109,31 @@ class TestTaskVerdicts:
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
         """The latest task verdict's evidence, fetched by {reason}, verifies and is stored."""
+        scan = PendingScan(CHAIN_ID)
         evaluator.serve(
             f"/evidence/{digest(EVIDENCE)}", json.dumps({"evidence": EVIDENCE}).encode()
         )
         _index_task(conn, digest(EVIDENCE), block=20)
         verifier = Verifier([HttpSource(evaluator.base + "/evidence/{reason}", "/evidence")])
-        assert await verify_pending(conn, CHAIN_ID, verifier, now=5) == 1
+        assert await verify_pending(conn, scan, verifier, now=5) == 1
         row = store.get_verification(conn, CHAIN_ID, MARKET, TASK)
         assert row is not None and (row.status, row.event_name) == ("verified", "TaskEvaluated")
         report: dict[str, Any] = json.loads(row.report_json)
         assert report["chain"]["jobId"] == TASK and report["chain"]["reason"] == digest(EVIDENCE)
-        assert await verify_pending(conn, CHAIN_ID, verifier, now=6) == 0
+        assert await verify_pending(conn, scan, verifier, now=6) == 0
 
     async def test_re_evaluation_is_verified_again(
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
         """A later TaskEvaluated with new evidence gets a new revision; missing evidence retries."""
+        scan = PendingScan(CHAIN_ID)
         verifier = Verifier([HttpSource(evaluator.base + "/evidence/{reason}")])
         evaluator.serve(f"/evidence/{digest(EVIDENCE)}", canonical_bytes(EVIDENCE))
         _index_task(conn, digest(EVIDENCE), block=20)
-        await verify_pending(conn, CHAIN_ID, verifier, now=5)
+        await verify_pending(conn, scan, verifier, now=5)
         second = {**EVIDENCE, "score": 40}
         _index_task(conn, digest(second), block=30)
-        assert await verify_pending(conn, CHAIN_ID, verifier, now=6) == 1
+        assert await verify_pending(conn, scan, verifier, now=6) == 1
         row = store.get_verification(conn, CHAIN_ID, MARKET, TASK)
         assert row is not None and (row.status, row.block_number, row.revision_count) == (
             "unavailable",
@@ -138,6 +141,6 @@ class TestTaskVerdicts:
             1,
         )
         evaluator.serve(f"/evidence/{digest(second)}", canonical_bytes(second))
-        assert await verify_pending(conn, CHAIN_ID, verifier, now=(row.next_retry_at or 0)) == 1
+        assert await verify_pending(conn, scan, verifier, now=(row.next_retry_at or 0)) == 1
         statuses = [h.status for h in store.history(conn, CHAIN_ID, MARKET, TASK)]
         assert statuses == ["verified", "unavailable", "verified"]

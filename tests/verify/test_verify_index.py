@@ -19,6 +19,7 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
 from keeper.verify.command import main
 from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.scan import PendingScan
 from keeper.verify.sources import ContentSource, HttpSource
 from keeper.verify.submission import Accepted, StoredDocumentSource, accept_submission
 from keeper.verify.verdict import Verifier
@@ -93,25 +94,27 @@ class TestVerifyPending:
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
         """A newly indexed verdict is verified; a second pass finds nothing new."""
+        scan = PendingScan(CHAIN_ID)
         doc = verdict(3, COMPLETE, "complete")
         _index(conn, doc, COMPLETE, block=10)
         _publish(evaluator, doc, COMPLETE)
-        assert await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1000) == 1
+        assert await verify_pending(conn, scan, _verifier(evaluator), now=1000) == 1
         row = store.get_verification(conn, CHAIN_ID, CONTRACT, "3")
         assert row is not None and row.status == "verified" and row.block_number == 10
-        assert await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1001) == 0
+        assert await verify_pending(conn, scan, _verifier(evaluator), now=1001) == 0
 
     async def test_retry_when_due(
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
         """An unavailable verdict is retried only once due, and verified when it appears."""
+        scan = PendingScan(CHAIN_ID)
         doc = verdict(4, COMPLETE, "complete")
         _index(conn, doc, COMPLETE, block=11)
         verifier = _verifier(evaluator)
-        await verify_pending(conn, CHAIN_ID, verifier, now=1000)
-        assert await verify_pending(conn, CHAIN_ID, verifier, now=1030) == 0
+        await verify_pending(conn, scan, verifier, now=1000)
+        assert await verify_pending(conn, scan, verifier, now=1030) == 0
         _publish(evaluator, doc, COMPLETE)
-        assert await verify_pending(conn, CHAIN_ID, verifier, now=1060) == 1
+        assert await verify_pending(conn, scan, verifier, now=1060) == 1
         assert [h.status for h in store.history(conn, CHAIN_ID, CONTRACT, "4")] == [
             "unavailable",
             "verified",
@@ -121,13 +124,14 @@ class TestVerifyPending:
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
         """After the event is rolled back, delete_orphans removes the verification for good."""
+        scan = PendingScan(CHAIN_ID)
         doc = verdict(5, COMPLETE, "complete")
         _index(conn, doc, COMPLETE, block=12)
         _publish(evaluator, doc, COMPLETE)
-        await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1000)
+        await verify_pending(conn, scan, _verifier(evaluator), now=1000)
         conn.execute("DELETE FROM events WHERE block_number >= 12")
-        assert store.delete_orphans(conn) == 1
-        assert await verify_pending(conn, CHAIN_ID, _verifier(evaluator), now=1001) == 0
+        assert len(store.delete_orphans(conn)) == 1
+        assert await verify_pending(conn, scan, _verifier(evaluator), now=1001) == 0
         assert store.get_verification(conn, CHAIN_ID, CONTRACT, "5") is None
 
 
@@ -200,6 +204,7 @@ class TestSubmission:
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
         """Only the document behind an indexed reason is accepted; the verifier then finds it."""
+        scan = PendingScan(CHAIN_ID)
         doc = verdict(7, COMPLETE, "complete")
         _index(conn, doc, COMPLETE, block=14)
         wrong = accept_submission(conn, CHAIN_ID, body({**doc, "esito": "reject"}))
@@ -215,7 +220,7 @@ class TestSubmission:
         verifier = Verifier(
             [StoredDocumentSource(conn)], [ContentSource(evaluator.base + "/v1/content/{hash}")]
         )
-        await verify_pending(conn, CHAIN_ID, verifier, now=1)
+        await verify_pending(conn, scan, verifier, now=1)
         row = store.get_verification(conn, CHAIN_ID, CONTRACT, "7")
         assert row is not None and row.status == "verified"
         accept_submission(conn, CHAIN_ID, body(doc))  # posted again: already checked, not due

@@ -335,9 +335,9 @@ class TestRecord:
         for item in (kept, gone):
             await verify_and_record(conn, item, _verifier(evaluator), now=1000)
             _insert_event(conn, item)
-        assert store.delete_orphans(conn) == 0
+        assert store.delete_orphans(conn) == []
         conn.execute("DELETE FROM events WHERE block_number > 6")
-        assert store.delete_orphans(conn) == 1
+        assert len(store.delete_orphans(conn)) == 1
         assert store.get_verification(conn, CHAIN_ID, CONTRACT, "8") is None
         assert store.history(conn, CHAIN_ID, CONTRACT, "8") == []
         assert store.get_verification(conn, CHAIN_ID, CONTRACT, "7") is not None
