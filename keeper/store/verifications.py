@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Final
 
 from keeper.store.db import Db, dialect
@@ -138,7 +138,8 @@ _KEY = ("chain_id", "contract", "job_id")
 
 
 @contextmanager
-def _write(conn: Db) -> Iterator[None]:
+def transaction(conn: Db) -> Iterator[None]:
+    """A write transaction, or the caller's open one (joined, left for it to commit)."""
     if conn.in_transaction:
         yield
         return
@@ -163,7 +164,7 @@ def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> 
     the verifier that lost the race has nothing to add.
     """
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
-    with _write(conn):
+    with transaction(conn):
         if new_revision:
             added = conn.execute(
                 "INSERT INTO verification_reports (chain_id, contract, job_id, revision_count, "
@@ -187,7 +188,7 @@ def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> 
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT (chain_id, contract, job_id) DO UPDATE SET {updates} "
             "WHERE verifications.revision_count <= excluded.revision_count",
-            astuple(row),
+            tuple(getattr(row, c) for c in _COLUMNS),
         )
         return saved.rowcount == 1
 
@@ -234,7 +235,7 @@ def save_document(
 ) -> None:
     """Keep a document's canonical bytes under its digest (idempotent; posting marks it ``api``)."""
     keep = "verdict_documents.origin" if origin != "api" else "excluded.origin"
-    with _write(conn):
+    with transaction(conn):
         conn.execute(
             "INSERT INTO verdict_documents (chain_id, contract, job_id, digest, body, origin) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (chain_id, contract, job_id, digest) "
@@ -264,7 +265,7 @@ def save_submission(
     other (unavailable, or checked against a wrong document) is re-run by the
     daemon's next verify cycle. Both happen in one transaction.
     """
-    with _write(conn):
+    with transaction(conn):
         for contract, job_id in jobs:
             save_document(conn, chain_id, contract, job_id, digest, body, origin="api")
             conn.execute(
@@ -304,7 +305,7 @@ def delete_orphans(conn: Db, chain_id: int | None = None, above: int | None = No
     where, params = "", []
     if chain_id is not None:
         where, params = "v.chain_id = ? AND v.block_number > ? AND ", [chain_id, above or -1]
-    with _write(conn):
+    with transaction(conn):
         rows = conn.execute(
             "SELECT v.chain_id, v.contract, v.job_id, v.event_name FROM verifications v "
             f"WHERE {where}NOT EXISTS (SELECT 1 FROM events e WHERE e.chain_id = v.chain_id "

@@ -58,11 +58,11 @@ class PendingScan:
         self.jobs_after = _rewound(self.jobs_after, fork)
         self.tasks_after = _rewound(self.tasks_after, fork)
         orphans = store.delete_orphans(conn, self.chain_id, above=fork)
-        self.recheck += orphans
-        self.recheck += [
+        eligible = [
             store.Orphan(t.contract, t.task_id, t.event_name)
             for t in store.unverified_task_verdicts(conn, self.chain_id)
         ]
+        self.recheck += [o for o in dict.fromkeys(orphans + eligible) if o not in self.recheck]
         return len(orphans)
 
     def pending_jobs(self, conn: Db, limit: int) -> list[store.IndexedVerdict]:

@@ -11,8 +11,11 @@ outcome appends a report revision; a repeat only reschedules.
 
 from __future__ import annotations
 
+import functools
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from keeper.obs.logging import get_logger
 from keeper.store import verifications as store
@@ -36,6 +39,11 @@ log = get_logger(__name__)
 TASK_EVENT = "TaskEvaluated"
 
 
+Run = Callable[[Report | None], Awaitable[Outcome]]
+# a pass's verifications waiting longer than this for the others' fetches are stored
+FLUSH_AFTER_S = 1.0
+
+
 async def verify_pending(
     conn: Db, scan: PendingScan, verifier: Verifier, now: int, limit: int = 50
 ) -> int:
@@ -43,71 +51,127 @@ async def verify_pending(
 
     ``scan`` is the caller's for as long as it runs (see ``keeper.verify.scan``):
     each call takes in the rollbacks since the last, then reads on from where it
-    stopped.
+    stopped. The pass's results are stored together (``_Pass``).
     """
     chain_id = scan.chain_id
     scan.sync(conn)
-    ran = await _verify_latest(conn, scan, verifier, now)
+    batch = _Pass(conn, verifier.policy, now)
+    for o in list(scan.recheck):
+        latest = _latest(conn, chain_id, o.contract, o.job_id, o.event_name, verifier, again=False)
+        if latest is None:
+            scan.recheck.remove(o)
+        else:
+            await batch.add(*latest, done=functools.partial(scan.recheck.remove, o))
     jobs = scan.pending_jobs(conn, limit)
     tasks = scan.pending_tasks(conn, limit)
     for job in jobs:
-        await verify_and_record(conn, verdict_from_index(job), verifier, now)
-        scan.passed(job)
-    for task in tasks:
-        await verify_task_and_record(conn, task, verifier, now)
-        scan.passed(task)
-    scan.read_through()
-    ran += len(jobs) + len(tasks)
-    for due in store.due_for_retry(conn, chain_id, now, limit):
-        ran += await _verify_subject(conn, chain_id, due.contract, due.job_id, due.event_name,
-                                     verifier, now)  # fmt: skip
-    return ran
-
-
-async def _verify_latest(conn: Db, scan: PendingScan, verifier: Verifier, now: int) -> int:
-    """Verify the latest verdict of each subject a rollback left for a check (``scan.recheck``)."""
-    ran = 0
-    while scan.recheck:
-        o = scan.recheck[0]
-        ran += await _verify_subject(
-            conn, scan.chain_id, o.contract, o.job_id, o.event_name, verifier, now, again=False
+        verdict = verdict_from_index(job)
+        await batch.add(
+            verdict.chain, _verdict_run(verdict, verifier), functools.partial(scan.passed, job)
         )
-        scan.recheck.pop(0)
-    return ran
+    for task in tasks:
+        chain = chain_from_task(task)
+        await batch.add(chain, _task_run(chain, verifier), functools.partial(scan.passed, task))
+    for due in store.due_for_retry(conn, chain_id, now, limit):
+        latest = _latest(conn, chain_id, due.contract, due.job_id, due.event_name, verifier)
+        if latest is not None:
+            await batch.add(*latest)
+    batch.flush()
+    scan.read_through()
+    return batch.ran
 
 
-async def _verify_subject(
+class _Pass:
+    """One pass's verifications, stored in one transaction when the pass ends.
+
+    A commit per verification was most of the cost of one that fetched
+    nothing (a catch-up over a long history records tens of thousands). The
+    checks run first (they may await a document), then the writes, with no
+    await between them, so the indexer sharing the connection never finds
+    the transaction open. A subject met twice in a pass has its first result
+    stored before the second is checked (the second builds on it); results
+    that waited ``FLUSH_AFTER_S`` for slow fetches are stored without waiting
+    for the rest. ``done`` runs once a result is stored: a scan moves past a
+    verdict only then.
+    """
+
+    def __init__(self, conn: Db, policy: RetryPolicy, now: int) -> None:
+        self.conn, self.policy, self.now = conn, policy, now
+        self.checked: list[tuple[Checked, Callable[[], None] | None]] = []
+        self.subjects: set[tuple[str, str]] = set()
+        self.since = 0.0
+        self.ran = 0
+
+    async def add(self, chain: ChainRef, run: Run, done: Callable[[], None] | None = None) -> None:
+        subject = (chain.contract, str(chain.job_id))
+        if subject in self.subjects or (
+            self.checked and time.monotonic() - self.since > FLUSH_AFTER_S
+        ):
+            self.flush()
+        if not self.checked:
+            self.since = time.monotonic()
+        self.checked.append((await check(self.conn, chain, run, self.policy, self.now), done))
+        self.subjects.add(subject)
+        self.ran += 1
+
+    def flush(self) -> None:
+        if not self.checked:
+            return
+        with store.transaction(self.conn):
+            for checked, _ in self.checked:
+                store_checked(self.conn, checked)
+        for _, done in self.checked:
+            if done is not None:
+                done()
+        self.checked.clear()
+        self.subjects.clear()
+
+
+def _latest(
     conn: Db,
     chain_id: int,
     contract: str,
     subject: str,
     event: str,
     verifier: Verifier,
-    now: int,
     *,
     again: bool = True,
-) -> int:
-    """Verify a subject's latest indexed verdict; 0 when it has none (or, unless ``again``,
-    when that very event is verified already: by another daemon, say)."""
+) -> tuple[ChainRef, Run] | None:
+    """A subject's latest indexed verdict to check; ``None`` when it has none (or, unless
+    ``again``, when that very event is verified already: by another daemon, say)."""
     latest: store.IndexedTaskVerdict | store.IndexedVerdict | None
     if event == TASK_EVENT:
         latest = store.indexed_task_verdict(conn, chain_id, contract, subject)
     else:
         latest = store.indexed_verdict(conn, chain_id, contract, subject)
     if latest is None:
-        return 0
+        return None
     if not again:
         done = store.get_verification(conn, chain_id, contract, subject)
         if done is not None and (done.block_hash, done.log_index) == (
             latest.block_hash,
             latest.log_index,
         ):
-            return 0
+            return None
     if isinstance(latest, store.IndexedTaskVerdict):
-        await verify_task_and_record(conn, latest, verifier, now)
-    else:
-        await verify_and_record(conn, verdict_from_index(latest), verifier, now)
-    return 1
+        chain = chain_from_task(latest)
+        return chain, _task_run(chain, verifier)
+    verdict = verdict_from_index(latest)
+    return verdict.chain, _verdict_run(verdict, verifier)
+
+
+def _task_run(chain: ChainRef, verifier: Verifier) -> Run:
+    async def run(parent: Report | None) -> Outcome:
+        return await verify_evidence(chain, verifier, parent=parent)
+
+    return run
+
+
+def _verdict_run(verdict: Verdict, verifier: Verifier) -> Run:
+    async def run(parent: Report | None) -> Outcome:
+        return await verify_verdict(verdict, verifier, parent=parent)
+
+    return run
 
 
 async def verify_task_and_record(
@@ -115,32 +179,36 @@ async def verify_task_and_record(
 ) -> store.VerificationRow:
     """Check a task verdict's evidence document and store the result."""
     chain = chain_from_task(task)
-
-    async def run(parent: Report | None) -> Outcome:
-        return await verify_evidence(chain, verifier, parent=parent)
-
-    return await record_verification(conn, chain, run, verifier.policy, now)
+    return await record_verification(conn, chain, _task_run(chain, verifier), verifier.policy, now)
 
 
 async def verify_and_record(
     conn: Db, verdict: Verdict, verifier: Verifier, now: int
 ) -> store.VerificationRow:
     """Verify one ERC-8183 verdict and store the result (see ``record_verification``)."""
-
-    async def run(parent: Report | None) -> Outcome:
-        return await verify_verdict(verdict, verifier, parent=parent)
-
+    run = _verdict_run(verdict, verifier)
     return await record_verification(conn, verdict.chain, run, verifier.policy, now)
 
 
 async def record_verification(
-    conn: Db,
-    chain: ChainRef,
-    run: Callable[[Report | None], Awaitable[Outcome]],
-    policy: RetryPolicy,
-    now: int,
+    conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: int
 ) -> store.VerificationRow:
     """Run and store a verification: a changed outcome appends a revision, a repeat reschedules."""
+    return store_checked(conn, await check(conn, chain, run, policy, now))
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A verification run and not yet stored (``store_checked``)."""
+
+    row: store.VerificationRow
+    new_revision: bool
+    document_digest: str | None
+    document: bytes | None
+
+
+async def check(conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: int) -> Checked:
+    """Run a verification on top of the stored one: its revision, attempts and next retry."""
     job_id = str(chain.job_id)
     previous = store.get_verification(conn, chain.chain_id, chain.contract, job_id)
     parent = stored_report(previous.report_json, previous.report_digest) if previous else None
@@ -152,10 +220,6 @@ async def record_verification(
     retry = None
     if outcome.status is Status.UNAVAILABLE:
         retry = next_retry_at(attempts, now, first_attempt_at=first, policy=policy)
-    if outcome.document is not None and outcome.document_digest is not None:
-        store.save_document(
-            conn, chain.chain_id, chain.contract, job_id, outcome.document_digest, outcome.document
-        )
     row = store.VerificationRow(
         chain_id=chain.chain_id,
         contract=chain.contract,
@@ -176,12 +240,22 @@ async def record_verification(
         first_attempt_at=first,
         next_retry_at=retry,
     )
-    if not store.save_verification(conn, row, new_revision=new_revision):
-        # another daemon on the database recorded this revision first: theirs stands
-        log.info("verification_recorded_elsewhere", job_id=job_id, revision=row.revision_count)
-        latest = store.get_verification(conn, chain.chain_id, chain.contract, job_id)
-        return latest if latest is not None else row
-    return row
+    return Checked(row, new_revision, outcome.document_digest, outcome.document)
+
+
+def store_checked(conn: Db, checked: Checked) -> store.VerificationRow:
+    """Store a checked verification (joining the caller's transaction if one is open)."""
+    row = checked.row
+    with store.transaction(conn):
+        if checked.document is not None and checked.document_digest is not None:
+            store.save_document(conn, row.chain_id, row.contract, row.job_id,
+                                checked.document_digest, checked.document)  # fmt: skip
+        if store.save_verification(conn, row, new_revision=checked.new_revision):
+            return row
+    # another daemon on the database recorded this revision first: theirs stands
+    log.info("verification_recorded_elsewhere", job_id=row.job_id, revision=row.revision_count)
+    latest = store.get_verification(conn, row.chain_id, row.contract, row.job_id)
+    return latest if latest is not None else row
 
 
 def verdict_from_index(row: store.IndexedVerdict) -> Verdict:
