@@ -120,6 +120,27 @@ class TestVerifyPending:
             "verified",
         ]
 
+    async def test_two_verdicts_of_a_job_in_one_pass_build_on_each_other(
+        self, conn: sqlite3.Connection, evaluator: EvaluatorServer
+    ) -> None:
+        """The second is checked on top of the first's stored result, not beside it."""
+        scan = PendingScan(CHAIN_ID)
+        doc = verdict(6, COMPLETE, "complete")
+        _index(conn, doc, COMPLETE, block=13)
+        insert_row(conn, "events", {  # the same job judged again, a block later
+            "chain_id": CHAIN_ID, "block_hash": "0x" + f"{14:064x}", "log_index": 1,
+            "block_number": 14, "tx_hash": "0x" + "77" * 32, "contract": CONTRACT,
+            "protocol": "erc8183", "name": "JobCompleted", "variant": "current",
+            "subject": "6", "topics_json": "[]",
+            "args_json": json.dumps({"jobId": "6", "evaluator": EVALUATOR, "reason": digest(doc)}),
+        })  # fmt: skip
+        assert await verify_pending(conn, scan, _verifier(evaluator), now=1000) == 2
+        row = store.get_verification(conn, CHAIN_ID, CONTRACT, "6")
+        assert row is not None and (row.block_number, row.attempts) == (14, 2)
+        first, second = store.history(conn, CHAIN_ID, CONTRACT, "6")
+        assert second.revision_count == first.revision_count + 1
+        assert second.parent_digest == first.report_digest
+
     async def test_reorged_verdict_disappears(
         self, conn: sqlite3.Connection, evaluator: EvaluatorServer
     ) -> None:
