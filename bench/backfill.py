@@ -23,7 +23,6 @@ indexed dense database.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sqlite3
@@ -37,11 +36,12 @@ from typing import Any, Final
 import aiohttp
 from web3 import Web3
 
+from bench.catchup import daemon_catchup
 from bench.common import (
     ARCHIVE_ANVIL,
     FULL_NODE_ANVIL,
     Result,
-    children,
+    TreePeak,
     free_port,
     http_json,
     keeper_cmd,
@@ -231,11 +231,9 @@ def run_backfill(
 
     The peak is the largest total RSS of the command and its fetch processes
     (keeper.sync.fetch_process), sampled every 20 ms until it exits, and at
-    least the command's own ``VmHWM``; the summary's ``fetch_process_kb`` is
-    the fetch processes' own largest peak (0: none started). Not ``wait4``'s
-    ``ru_maxrss``: that counts the pages the child shared with this (large)
-    process between fork and exec, and reported 1.5 GB for a daemon whose own
-    peak was a fifth of that. The command runs with this environment plus
+    least the command's own ``VmHWM`` (``TreePeak``); the summary's
+    ``fetch_process_kb`` is the fetch processes' own largest peak (0: none
+    started). The command runs with this environment plus
     ``env`` (``IN_PROCESS``; another tree's ``PYTHONPATH``), so by default with
     the config's own ``[chain] fetch_process_blocks`` (32 unless it sets one:
     the child takes the rest of a range once it looks like holding
@@ -248,18 +246,9 @@ def run_backfill(
             keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err,
             env={**os.environ, **(env or {})},
         )  # fmt: skip
-        own_kb = total_kb = 0
-        helpers: dict[int, int] = {}
+        peak = TreePeak(proc.pid)
         while True:
-            with contextlib.suppress(OSError, ValueError):
-                now_kb, hwm_kb = rss_kb(proc.pid)
-                own_kb = max(own_kb, hwm_kb)
-                for child in children(proc.pid):
-                    with contextlib.suppress(OSError, ValueError):
-                        child_now, child_hwm = rss_kb(child)
-                        helpers[child] = max(helpers.get(child, 0), child_hwm)
-                        now_kb += child_now
-                total_kb = max(total_kb, now_kb)
+            peak.sample()
             pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid == proc.pid:
                 break
@@ -271,8 +260,8 @@ def run_backfill(
             f"keeper backfill exited {proc.returncode}: {err_path.read_text()[-2000:]}"
         )
     summary = json.loads(out_path.read_text().strip().splitlines()[-1])
-    summary["fetch_process_kb"] = max(helpers.values(), default=0)
-    return elapsed, max(own_kb, total_kb), summary
+    summary["fetch_process_kb"] = max(peak.children_kb.values(), default=0)
+    return elapsed, peak.peak_kb, summary
 
 
 def steady_memory(
@@ -329,7 +318,7 @@ def _measure(
         "events_per_block": density.events_per_block, "jobs_per_tx": density.jobs_per_tx,
         "txs_per_block": density.txs_per_block, "transactions": wl.transactions,
         "gas_per_tx": round(wl.gas_used / wl.transactions),
-        "generate_seconds": round(wl.seconds, 1), "max_range": span,
+        "generate_seconds": round(wl.seconds, 1), "max_range": span, "last_block": last,
     }  # fmt: skip
 
     # One unmeasured backfill first: whatever reads the chain first pays the node's cold
@@ -433,9 +422,28 @@ def bench_backfill(events: int, *, sparse_events: int, naive_events: int, steady
                 mem.add("RSS steady state after (daemon + API)", steady["rss_kb_max"] / 1024,
                         "MB", 150, higher=False)  # fmt: skip
                 mem.details.update({"events": res.details["stored_events"], **steady})
+                out.append(catchup_result(res, work, node.url, d, mode))
         out.append(res)
     out.append(mem)
     return out
+
+
+def catchup_result(backfill: Result, work: Path, url: str, d: Deployment, mode: str) -> Result:
+    """``keeper run`` from empty on the chain ``backfill`` measured, beside that backfill."""
+    wl = backfill.details["workload"]
+    got = daemon_catchup(work, url, d, (CONTRACT_NAME, "erc8183", d.erc8183), wl["last_block"],
+                         wl["max_range"])  # fmt: skip
+    base = backfill.details["end_to_end_seconds"]
+    res = Result(f"catchup-{wl['density']}", mode, details={**got, "backfill_seconds": base})
+    res.add("daemon from empty: events/s until all indexed", wl["events"] / got["indexed_seconds"],
+            "ev/s")  # fmt: skip
+    res.add("indexed: time over keeper backfill's in the same run",
+            got["indexed_seconds"] / base, "x")  # fmt: skip
+    res.add(f"all {got['verdicts']:,} verdicts verified: time over keeper backfill's",
+            got["verified_seconds"] / base, "x")  # fmt: skip
+    res.add("peak RSS, the daemon and its fetch process", got["peak_kb"] / 1024, "MB", 150,
+            higher=False)  # fmt: skip
+    return res
 
 
 def bench_backfill_million(events: int, *, naive_events: int, mode: str) -> list[Result]:

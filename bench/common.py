@@ -249,7 +249,9 @@ def keeper_cmd(*args: str) -> list[str]:
     return [str(KEEPER_BIN), *args]
 
 
-def spawn_daemon(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
+def spawn_daemon(
+    config: Path, log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """``keeper run`` in its own process group, logs to a file (a full pipe would stall it)."""
     with log_path.open("ab") as out:
         return subprocess.Popen(
@@ -257,6 +259,7 @@ def spawn_daemon(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
 
 
@@ -295,6 +298,36 @@ def rss_kb(pid: int) -> tuple[int, int]:
         elif line.startswith("VmHWM:"):
             peak = int(line.split()[1])
     return cur, peak
+
+
+@dataclass
+class TreePeak:
+    """Peak RSS of a process and its children (the fetch processes), sampled by the caller.
+
+    Not ``wait4``'s ``ru_maxrss``: that counts the pages a child shared with
+    this (large) process between fork and exec, and reported 1.5 GB for a
+    daemon whose own peak was a fifth of that.
+    """
+
+    pid: int
+    own_kb: int = 0  # the process's own VmHWM
+    total_kb: int = 0  # the largest sum of current RSS over the process and its children
+    children_kb: dict[int, int] = field(default_factory=dict)  # each child's VmHWM
+
+    def sample(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            now_kb, hwm_kb = rss_kb(self.pid)
+            self.own_kb = max(self.own_kb, hwm_kb)
+            for child in children(self.pid):
+                with contextlib.suppress(OSError, ValueError):
+                    child_now, child_hwm = rss_kb(child)
+                    self.children_kb[child] = max(self.children_kb.get(child, 0), child_hwm)
+                    now_kb += child_now
+            self.total_kb = max(self.total_kb, now_kb)
+
+    @property
+    def peak_kb(self) -> int:
+        return max(self.own_kb, self.total_kb)
 
 
 def stat_cpu(stat: Path) -> float:

@@ -27,6 +27,7 @@ from sync_support import Harness
 
 from keeper.devnet.anvil import rpc_call
 from keeper.domain.planner import Action, PlannerConfig, plan
+from keeper.store import verifications
 from keeper.store.db import connect
 from keeper.store.queries import pause_state
 from keeper.store.states import live_jobs, live_tasks
@@ -256,6 +257,32 @@ def stale_open_intents(db: Path) -> list[tuple[Any, ...]]:
             "SELECT contract, subject, action FROM keeper_intents "
             "WHERE status = 'open' AND attempts = 0"
         ).fetchall()
+    finally:
+        conn.close()
+
+
+def verification_gaps(db: Path | str, chain_id: int) -> list[tuple[Any, ...]]:
+    """Verifications of verdicts the index no longer has, and indexed verdicts not verified.
+
+    What the verifier must leave after any mix of reorgs and restarts; the
+    unverified are looked for from the first event on (no resumed position).
+    """
+    conn = connect(db)
+    try:
+        orphans = conn.execute(
+            "SELECT 'orphan', contract, job_id, block_number FROM verifications v "
+            "WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.chain_id = v.chain_id "
+            "AND e.block_number = v.block_number AND e.block_hash = v.block_hash "
+            "AND e.log_index = v.log_index)"
+        ).fetchall()
+        pending = [
+            ("unverified", v.contract, v.job_id, v.block_number)
+            for v in verifications.pending_verdicts(conn, chain_id, 10)
+        ] + [
+            ("unverified", t.contract, t.task_id, t.block_number)
+            for t in verifications.pending_task_verdicts(conn, chain_id, 10)
+        ]
+        return [tuple(r) for r in orphans] + pending
     finally:
         conn.close()
 

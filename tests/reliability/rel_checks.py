@@ -4,7 +4,8 @@ After the torture the last daemon keeps running until the planner, fed by a
 fresh index of the chain, finds nothing due and the daemon's keeper has no
 intent left open; then it is stopped with SIGTERM and everything is compared:
 the daemon's tables against the fresh index (lost / extra rows), the keeper's
-mined transactions (duplicates, double executions), SQLite integrity.
+mined transactions (duplicates, double executions), the verifications
+(none of a verdict the chain no longer has, none missing), SQLite integrity.
 Figures go to the report before any assertion, so a failing run still shows them.
 """
 
@@ -26,6 +27,7 @@ from rel_audit import (
     integrity,
     stale_open_intents,
     unsettled_intents,
+    verification_gaps,
 )
 from rel_daemon import DaemonProc
 from rel_report import Figures
@@ -81,10 +83,12 @@ async def converge_and_check(
             await asyncio.sleep(0.3)  # one keeper tick on that head
             due = list(await due_now(fresh, denied_in(db), hook_blocked_in(db)))
             unsettled = list(unsettled_intents(db))
-            if not due and not unsettled:
+            gaps = verification_gaps(db, cfg.chain.chain_id)
+            if not due and not unsettled and not gaps:
                 break
         ok = fail(fig, not due and not unsettled, f"still due {due[:3]}, unsettled {unsettled[:3]}")
         assert ok, (due[:5], unsettled[:5], daemon.tail())
+        assert fail(fig, not gaps, f"verifications: {gaps[:3]}"), (gaps[:5], daemon.tail())
         stale = stale_open_intents(db)
         fig.stale_open_intents += len(stale)
         assert fail(fig, not stale, f"intents left open, never decided: {stale[:3]}"), stale

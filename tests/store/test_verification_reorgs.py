@@ -83,6 +83,19 @@ def _replay_with_verifier(
     return chain
 
 
+def _verified_chain(
+    seed: int, last: int, store_: IndexStore | None = None
+) -> tuple[IndexStore, Synth, list[SynthBlock], PendingScan]:
+    """Blocks 1..``last`` indexed in one batch and verified by a scan kept for the test."""
+    store_ = store_ if store_ is not None else _store()
+    synth = Synth(seed=seed, events_per_block=6)
+    chain = synth.blocks(1, last)
+    store_.apply_batch(batch_of(chain, finalized=0))
+    scan = PendingScan(CHAIN)
+    _drain(store_.conn, scan, limit=50)
+    return store_, synth, chain, scan
+
+
 def _fresh_pass(chain: list[SynthBlock]) -> list[tuple[Any, ...]]:
     fresh = _store()
     fresh.apply_batch(batch_of(chain, finalized=0))
@@ -146,12 +159,7 @@ def test_the_scan_reads_on_from_its_position() -> None:
 
 def test_a_rollback_drops_only_the_verifications_it_orphaned() -> None:
     """Rolled back to block 8: the verdicts after it lose their verifications, those before keep."""
-    store_ = _store()
-    synth = Synth(seed=5, events_per_block=6)
-    chain = synth.blocks(1, 12)
-    store_.apply_batch(batch_of(chain, finalized=0))
-    scan = PendingScan(CHAIN)
-    _drain(store_.conn, scan, limit=50)
+    store_, _, _, scan = _verified_chain(seed=5, last=12)
     before = _verified(store_.conn)
     assert any(r[3] > 8 for r in before) and any(r[3] <= 8 for r in before)
     store_.rollback_to(8)
@@ -165,10 +173,8 @@ def test_a_rollback_recorded_by_another_connection_is_seen(tmp_path: Any) -> Non
     """A standby's verifier learns of the indexing daemon's rollback through the database."""
     indexer = _store(connect(tmp_path / "k.db"))
     verifier_conn = connect(tmp_path / "k.db")
-    synth = Synth(seed=7, events_per_block=6)
-    chain = synth.blocks(1, 10)
-    indexer.apply_batch(batch_of(chain, finalized=0))
-    scan = PendingScan(CHAIN)
+    _, synth, chain, _ = _verified_chain(seed=7, last=10, store_=indexer)
+    scan = PendingScan(CHAIN)  # the standby's, from its start
     _drain(verifier_conn, scan, limit=50)
     indexer.rollback_to(5)
     synth.switch_fork("b")
@@ -183,12 +189,7 @@ def test_rollback_records_are_kept_to_a_bound_and_a_gap_means_a_full_check(
 ) -> None:
     """The newest records stay; a scan that missed pruned ones checks every verification."""
     monkeypatch.setattr(index_store, "ROLLBACKS_KEPT", 2)
-    store_ = _store()
-    synth = Synth(seed=9, events_per_block=6)
-    chain = synth.blocks(1, 12)
-    store_.apply_batch(batch_of(chain, finalized=0))
-    scan = PendingScan(CHAIN)
-    _drain(store_.conn, scan, limit=50)
+    store_, _, _, scan = _verified_chain(seed=9, last=12)
     seen = scan.rollback_seq
     store_.conn.execute(  # an orphan no rollback record covers: only a full check finds it
         "UPDATE verifications SET block_hash = '0xgone' WHERE block_number = "
