@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import json
 import sys
 import time
@@ -71,7 +72,14 @@ async def read_page(page: Page, url: str, commerce: str) -> dict[str, Any]:
 async def dump_tasks_after(seconds: float) -> None:
     """After ``seconds``, print the stack of every task of the loop (pytest shows it on a
     failure): a daemon that stops making progress is then seen waiting where it waits."""
-    await asyncio.sleep(seconds)
+    # a loop blocked in a synchronous call never runs this task: every thread's stack is
+    # then printed by faulthandler's own thread, a few seconds later (a fresh-clone run under
+    # load saw indexing stop for two minutes and no task stacks printed)
+    faulthandler.dump_traceback_later(seconds + 5, file=sys.stderr)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     for task in asyncio.all_tasks():
         print(f"--- task {task.get_name()}: {task.get_coro()}", flush=True)
         task.print_stack(file=sys.stdout)
