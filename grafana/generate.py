@@ -398,14 +398,18 @@ INDEXER = Dashboard(
     panels=[
         Panel(
             "Head, finalized and indexed block",
-            "Newest head seen, the finalized block, and the highest block committed to the "
-            "database.",
+            "Newest head seen, the finalized block, the highest block committed to the "
+            "database, and the block the verifier's scan has passed (behind the indexed block "
+            "while it catches up).",
             [
                 Target(by("chain_id", sel("keeper_head_block"), "max"), "head {{chain_id}}"),
                 Target(
                     by("chain_id", sel("keeper_finalized_block"), "max"), "finalized {{chain_id}}"
                 ),
                 Target(by("chain_id", sel("keeper_indexed_block"), "max"), "indexed {{chain_id}}"),
+                Target(
+                    by("chain_id", sel("keeper_verifier_block"), "max"), "verifier {{chain_id}}"
+                ),
             ],
             unit="none",
         ),

@@ -290,7 +290,11 @@ class Daemon:
             try:
                 head = self.c.indexer.state.head
                 now = head.timestamp if head else int(time.time())
-                if await verify_pending(self.c.conn, scan, self.verifier, now):
+                ran = await verify_pending(self.c.conn, scan, self.verifier, now)
+                scanned = scan.scanned_block()
+                if scanned is not None:
+                    self.c.metrics.verifier_block.labels(chain_id=scan.chain_id).set(scanned)
+                if ran:
                     # a verification with no document to fetch never waits on I/O: without
                     # this a catch-up's verifying would hold the indexer until it is done
                     await asyncio.sleep(0)

@@ -71,6 +71,12 @@ class Metrics:
             ["chain_id"],
             registry=r,
         )
+        self.verifier_block = Gauge(
+            "keeper_verifier_block",
+            "Block of the last indexed event the verifier's scan has passed.",
+            ["chain_id"],
+            registry=r,
+        )
         self.head_lag_seconds = Gauge(
             "keeper_head_lag_seconds",
             "Wall-clock seconds since the timestamp of the latest head block.",

@@ -65,6 +65,12 @@ class PendingScan:
         self.recheck += [o for o in dict.fromkeys(orphans + eligible) if o not in self.recheck]
         return len(orphans)
 
+    def scanned_block(self) -> int | None:
+        """The block of the last event both scans have passed; ``None`` before they pass one."""
+        if self.jobs_after is None or self.tasks_after is None:
+            return None
+        return min(self.jobs_after[0], self.tasks_after[0])
+
     def pending_jobs(self, conn: Db, limit: int) -> list[store.IndexedVerdict]:
         """The next unverified job verdicts after the position."""
         end = store.last_event(conn, self.chain_id)

@@ -147,10 +147,11 @@ def test_the_scan_reads_on_from_its_position() -> None:
     synth = Synth(seed=3, events_per_block=6)
     store_.apply_batch(batch_of(synth.blocks(1, 20), finalized=0))
     scan = PendingScan(CHAIN)
+    assert scan.scanned_block() is None
     assert _drain(store_.conn, scan, limit=4) > 4
     end = store.last_event(store_.conn, CHAIN)
     assert end is not None and end[0] == 20
-    assert scan.jobs_after == end and scan.tasks_after == end
+    assert scan.jobs_after == end and scan.tasks_after == end and scan.scanned_block() == 20
     store_.apply_batch(batch_of(synth.blocks(21, 22), finalized=0))
     new = scan.pending_jobs(store_.conn, 1_000)
     assert new and all(v.block_number > 20 for v in new)
@@ -164,6 +165,7 @@ def test_a_rollback_drops_only_the_verifications_it_orphaned() -> None:
     assert any(r[3] > 8 for r in before) and any(r[3] <= 8 for r in before)
     store_.rollback_to(8)
     assert scan.sync(store_.conn) == len({(r[0], r[1]) for r in before if r[3] > 8})
+    assert scan.scanned_block() == 9  # back to the first block after the fork point
     assert _verified(store_.conn) == [r for r in before if r[3] <= 8]
     assert _unowned_history(store_.conn) == 0
     assert scan.sync(store_.conn) == 0  # the same rollback is taken in once
