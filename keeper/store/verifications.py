@@ -304,7 +304,8 @@ def delete_orphans(conn: Db, chain_id: int | None = None, above: int | None = No
     """
     where, params = "", []
     if chain_id is not None:
-        where, params = "v.chain_id = ? AND v.block_number > ? AND ", [chain_id, above or -1]
+        where = "v.chain_id = ? AND v.block_number > ? AND "
+        params = [chain_id, -1 if above is None else above]
     with transaction(conn):
         rows = conn.execute(
             "SELECT v.chain_id, v.contract, v.job_id, v.event_name FROM verifications v "

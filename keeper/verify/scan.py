@@ -71,19 +71,16 @@ class PendingScan:
             return None
         return min(self.jobs_after[0], self.tasks_after[0])
 
-    def pending_jobs(self, conn: Db, limit: int) -> list[store.IndexedVerdict]:
-        """The next unverified job verdicts after the position."""
+    def pending(
+        self, conn: Db, limit: int
+    ) -> tuple[list[store.IndexedVerdict], list[store.IndexedTaskVerdict]]:
+        """The next unverified job and task verdicts after their positions."""
         end = store.last_event(conn, self.chain_id)
-        rows = store.pending_verdicts(conn, self.chain_id, limit, after=self.jobs_after)
-        self._jobs_end = end if len(rows) < limit else None
-        return rows
-
-    def pending_tasks(self, conn: Db, limit: int) -> list[store.IndexedTaskVerdict]:
-        """The next unverified task verdicts after the position."""
-        end = store.last_event(conn, self.chain_id)
-        rows = store.pending_task_verdicts(conn, self.chain_id, limit, after=self.tasks_after)
-        self._tasks_end = end if len(rows) < limit else None
-        return rows
+        jobs = store.pending_verdicts(conn, self.chain_id, limit, after=self.jobs_after)
+        tasks = store.pending_task_verdicts(conn, self.chain_id, limit, after=self.tasks_after)
+        self._jobs_end = end if len(jobs) < limit else None
+        self._tasks_end = end if len(tasks) < limit else None
+        return jobs, tasks
 
     def passed(self, row: store.IndexedVerdict | store.IndexedTaskVerdict) -> None:
         """Move past a verdict once it is recorded: one that failed is read again next time."""

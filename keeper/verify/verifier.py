@@ -62,8 +62,7 @@ async def verify_pending(
             scan.recheck.remove(o)
         else:
             await batch.add(*latest, done=functools.partial(scan.recheck.remove, o))
-    jobs = scan.pending_jobs(conn, limit)
-    tasks = scan.pending_tasks(conn, limit)
+    jobs, tasks = scan.pending(conn, limit)
     for job in jobs:
         verdict = verdict_from_index(job)
         await batch.add(
@@ -172,14 +171,6 @@ def _verdict_run(verdict: Verdict, verifier: Verifier) -> Run:
         return await verify_verdict(verdict, verifier, parent=parent)
 
     return run
-
-
-async def verify_task_and_record(
-    conn: Db, task: store.IndexedTaskVerdict, verifier: Verifier, now: int
-) -> store.VerificationRow:
-    """Check a task verdict's evidence document and store the result."""
-    chain = chain_from_task(task)
-    return await record_verification(conn, chain, _task_run(chain, verifier), verifier.policy, now)
 
 
 async def verify_and_record(

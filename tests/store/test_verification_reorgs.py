@@ -153,7 +153,7 @@ def test_the_scan_reads_on_from_its_position() -> None:
     assert end is not None and end[0] == 20
     assert scan.jobs_after == end and scan.tasks_after == end and scan.scanned_block() == 20
     store_.apply_batch(batch_of(synth.blocks(21, 22), finalized=0))
-    new = scan.pending_jobs(store_.conn, 1_000)
+    new, _ = scan.pending(store_.conn, 1_000)
     assert new and all(v.block_number > 20 for v in new)
     assert store.pending_verdicts(store_.conn, CHAIN, 1_000) == new  # the same from the start
 
