@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eth_account import Account
-from eth_utils.address import to_checksum_address
+from coincurve import PrivateKey
 
+from keeper.act.eip1559 import address_of, sign_1559
+from keeper.act.keystore import KeystoreError, decrypt_keystore
 from keeper.errors import ConfigError
 from keeper.obs.logging import register_secret
 
@@ -40,21 +41,31 @@ class Signer:
 
     def __init__(self, key: bytes | str) -> None:
         try:
-            account = Account.from_key(key)
+            secret = _key_bytes(key)
+            account = PrivateKey(secret)
         except Exception:
             raise ConfigError("the keeper key is not a valid secp256k1 private key") from None
         # defence in depth: even a line that somehow carried the key is masked
-        register_secret("0x" + bytes(account.key).hex())
+        register_secret("0x" + secret.hex())
         self.__account = account
-        self.address: str = str(account.address).lower()
+        self.address: str = address_of(account)
 
     def sign(self, tx: Mapping[str, Any]) -> SignedTx:
-        """Sign a transaction dict (``type`` 2 fields, checksummed or lowercase ``to``)."""
-        fields = dict(tx)
-        if isinstance(fields.get("to"), str):
-            fields["to"] = to_checksum_address(fields["to"])
-        signed = self.__account.sign_transaction(fields)
-        return SignedTx(raw=bytes(signed.raw_transaction), tx_hash="0x" + signed.hash.hex())
+        """Sign a transaction dict (``type`` 2 fields, ``to`` as 0x hex in any case)."""
+        if tx.get("type", 2) != 2:
+            raise ValueError("the keeper signs EIP-1559 (type 2) transactions only")
+        raw, tx_hash = sign_1559(
+            self.__account,
+            chain_id=tx["chainId"],
+            nonce=tx["nonce"],
+            max_priority_fee=tx["maxPriorityFeePerGas"],
+            max_fee=tx["maxFeePerGas"],
+            gas=tx["gas"],
+            to=bytes.fromhex(str(tx["to"]).removeprefix("0x")),
+            value=tx.get("value", 0),
+            data=bytes(tx.get("data", b"")),
+        )
+        return SignedTx(raw=raw, tx_hash="0x" + tx_hash.hex())
 
     def __repr__(self) -> str:
         return f"Signer(address={self.address})"
@@ -63,6 +74,18 @@ class Signer:
 
     def __reduce__(self) -> Any:
         raise TypeError("a Signer is not picklable: it holds a private key")
+
+
+def _key_bytes(key: bytes | str) -> bytes:
+    """32 key bytes from bytes or 0x-prefixed (or bare) hex; ValueError names no digit."""
+    if isinstance(key, str):
+        digits = key.strip().removeprefix("0x")
+        if len(digits) != 64:
+            raise ValueError("a private key is 64 hex digits")
+        key = bytes.fromhex(digits)
+    if len(key) != 32:
+        raise ValueError("a private key is 32 bytes")
+    return bytes(key)
 
 
 def load_signer(
@@ -98,10 +121,12 @@ def load_signer(
                 "keeper.keystore: cannot read the keystore or its passphrase file"
             ) from None
         try:
-            key = Account.decrypt(document, password)
+            key = decrypt_keystore(document, password.encode("utf-8"))
+        except KeystoreError as exc:  # names the field at fault, never a value
+            raise ConfigError(f"keeper.{exc}") from None
         except Exception:
             raise ConfigError("keeper.keystore: wrong passphrase or corrupt keystore") from None
-        return Signer(bytes(key))
+        return Signer(key)
     raise ConfigError(
         "keeper.private_key_env: the keeper is enabled but no key is configured "
         "(set private_key_env or keystore, or dry_run = true)"
