@@ -1,18 +1,26 @@
-"""eth_abi's encoder and decoder, imported on first use.
+"""ABI encoding and decoding: the call shapes the keeper sends by hand, eth_abi for the rest.
 
 The indexer decodes events, view results and Multicall3 answers with its
 own readers (keeper.domain.events, view_words, multicall) and reaches
-eth_abi only for a shape they decline; the keeper encodes calls with it.
-Importing eth_abi brings eth_utils and pydantic, a tenth of a second of
-start-up (bench/README.md), which a command that never needs it need not pay.
+eth_abi only for a shape they decline. The same holds for encoding: the
+keeper's calls and dialect probes take elementary arguments (integers,
+addresses, booleans, fixed and dynamic bytes, strings), written here; an
+array, a tuple or a value this encoder does not take exactly as it is goes
+to eth_abi, which encodes it or raises, so what is accepted stays eth_abi's
+decision. Importing eth_abi brings eth_utils and pydantic, a large share of a
+daemon's memory and start-up (bench/README.md), which a daemon that never
+needs it need not pay.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["decode", "encode"]
+
+_ELEMENTARY = re.compile(r"(u?int)(\d*)|address|bool|bytes(\d*)|string")
 
 
 def decode(types: Sequence[str], data: bytes, *, strict: bool = True) -> tuple[Any, ...]:
@@ -22,6 +30,67 @@ def decode(types: Sequence[str], data: bytes, *, strict: bool = True) -> tuple[A
 
 
 def encode(types: Sequence[str], values: Sequence[Any]) -> bytes:
+    """The ABI encoding of ``values`` as a tuple of ``types`` (no selector)."""
+    encoded = _encode_elementary(types, values)
+    if encoded is not None:
+        return encoded
     from eth_abi.abi import encode as eth_encode
 
     return bytes(eth_encode(types, values))
+
+
+def _padded(data: bytes) -> bytes:
+    return len(data).to_bytes(32, "big") + data + bytes(-len(data) % 32)
+
+
+def _static_word(typ: str, value: Any) -> bytes | None:
+    """The head word of one static elementary value, or None to leave it to eth_abi."""
+    match = _ELEMENTARY.fullmatch(typ)
+    if match is None:
+        return None
+    kind, bits, size = match.group(1), match.group(2), match.group(3)
+    if kind is not None:
+        width = int(bits) if bits else 256
+        if type(value) is not int or width % 8 or not 8 <= width <= 256:
+            return None
+        low, high = (0, 1 << width) if kind == "uint" else (-(1 << width - 1), 1 << width - 1)
+        if not low <= value < high:
+            return None
+        return value.to_bytes(32, "big", signed=True) if value < 0 else value.to_bytes(32, "big")
+    if typ == "address":
+        if type(value) is not str or not re.fullmatch(r"0x[0-9a-f]{40}", value):
+            return None  # eth_abi's rules for checksummed or mixed case are its own
+        return bytes(12) + bytes.fromhex(value[2:])
+    if typ == "bool":
+        return None if type(value) is not bool else (1 if value else 0).to_bytes(32, "big")
+    if size:  # bytesN
+        n = int(size)
+        if type(value) is not bytes or not 1 <= n <= 32 or len(value) > n:
+            return None
+        return value + bytes(32 - len(value))
+    return None
+
+
+def _encode_elementary(types: Sequence[str], values: Sequence[Any]) -> bytes | None:
+    if len(types) != len(values):
+        return None
+    heads: list[bytes] = []
+    tails: list[bytes] = []
+    at = 32 * len(types)
+    for typ, value in zip(types, values, strict=True):
+        if typ in ("bytes", "string"):
+            if typ == "bytes" and type(value) is bytes:
+                tail = _padded(value)
+            elif typ == "string" and type(value) is str:
+                tail = _padded(value.encode("utf-8"))
+            else:
+                return None
+            heads.append(at.to_bytes(32, "big"))
+            tails.append(tail)
+            at += len(tail)
+            continue
+        word = _static_word(typ, value)
+        if word is None:
+            return None
+        heads.append(word)
+    return b"".join(heads + tails)
