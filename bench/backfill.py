@@ -443,6 +443,9 @@ def catchup_result(backfill: Result, work: Path, url: str, d: Deployment, mode: 
             got["verified_seconds"] / base, "x")  # fmt: skip
     res.add("peak RSS, the daemon and its fetch process", got["peak_kb"] / 1024, "MB", 150,
             higher=False)  # fmt: skip
+    res.add("the daemon's own peak RSS", got["daemon_peak_kb"] / 1024, "MB")
+    res.add("the fetch process's own peak RSS (0: none started)",
+            got["fetch_process_peak_kb"] / 1024, "MB")  # fmt: skip
     return res
 
 

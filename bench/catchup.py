@@ -83,4 +83,6 @@ def daemon_catchup(
         "verified_seconds": round(verified_s, 2),
         "verdicts": verdicts,
         "peak_kb": peak.peak_kb,
+        "daemon_peak_kb": peak.own_kb,
+        "fetch_process_peak_kb": max(peak.children_kb.values(), default=0),
     }
