@@ -1,6 +1,8 @@
 """A command on SQLite never imports what only PostgreSQL or the keeper's encodings need:
 psycopg (about 100 ms) and eth_abi with pydantic (about 400 ms) are start-up that every
-``keeper`` command would pay, a short backfill's largest part (bench/README.md)."""
+``keeper`` command would pay, a short backfill's largest part (bench/README.md). The daemon
+probes dialects, encodes calls and signs without eth_abi, eth_account or pydantic either:
+their import was a fifth of its memory (bench/README.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from keeper.errors import DatabaseUnavailableError
 from keeper.store.db import is_lock_timeout, transient_errors
 
 HEAVY = ("psycopg", "eth_abi", "pydantic")
+# what the daemon's own work (dialect probes, the keeper's calls, signing) must not import
+SIGNING_HEAVY = ("eth_abi", "eth_account", "eth_keys", "eth_utils", "pydantic")
 
 # the backfill command's start-up (keeper.app.run_backfill): the composition and its lease;
 # then the daemon's modules, which encode the keeper's calls (eth_abi) but need psycopg only
@@ -33,12 +37,20 @@ outcome = lead.attempt()
 c.conn.close()
 loaded = [m for m in json.loads(sys.argv[2]) if m in sys.modules]
 import keeper.daemon
+from keeper.act import Signer
+from keeper.domain.dialects import probe_calldata
+probe_calldata("claimRefund(uint256,bytes)")
+probe_calldata("finalizeVerdict(bytes32)")
+Signer("0x" + "11" * 32).sign({"type": 2, "chainId": 1, "nonce": 0, "to": "0x" + "22" * 20,
+                               "data": b"", "gas": 21000, "maxFeePerGas": 2,
+                               "maxPriorityFeePerGas": 1})
 print(json.dumps({"change": outcome.change, "loaded": loaded,
-                  "daemon_psycopg": "psycopg" in sys.modules}))
+                  "daemon_psycopg": "psycopg" in sys.modules,
+                  "daemon_loaded": [m for m in json.loads(sys.argv[3]) if m in sys.modules]}))
 """
 
 
-def test_a_sqlite_start_up_loads_neither_psycopg_nor_eth_abi(tmp_path: Path) -> None:
+def test_start_up_loads_neither_psycopg_nor_eth_abi_nor_eth_account(tmp_path: Path) -> None:
     config = tmp_path / "keeper.toml"
     config.write_text(
         '[chain]\nchain_id = 31337\nrpc_urls = ["http://127.0.0.1:9/"]\n\n'
@@ -47,14 +59,19 @@ def test_a_sqlite_start_up_loads_neither_psycopg_nor_eth_abi(tmp_path: Path) -> 
         'address = "0x5FbDB2315678afecb367f032d93F642f64180aa3"\nstart_block = 0\n'
     )
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(config), json.dumps(HEAVY)],
+        [sys.executable, "-c", PROBE, str(config), json.dumps(HEAVY), json.dumps(SIGNING_HEAVY)],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found == {"change": "acquired", "loaded": [], "daemon_psycopg": False}
+    assert found == {
+        "change": "acquired",
+        "loaded": [],
+        "daemon_psycopg": False,
+        "daemon_loaded": [],
+    }
 
 
 def test_postgresql_errors_count_once_psycopg_is_loaded() -> None:
