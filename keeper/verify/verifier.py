@@ -63,14 +63,9 @@ async def verify_pending(
         else:
             await batch.add(*latest, done=functools.partial(scan.recheck.remove, o))
     jobs, tasks = scan.pending(conn, limit)
-    for job in jobs:
-        verdict = verdict_from_index(job)
-        await batch.add(
-            verdict.chain, _verdict_run(verdict, verifier), functools.partial(scan.passed, job)
-        )
-    for task in tasks:
-        chain = chain_from_task(task)
-        await batch.add(chain, _task_run(chain, verifier), functools.partial(scan.passed, task))
+    rows: list[store.IndexedVerdict | store.IndexedTaskVerdict] = [*jobs, *tasks]
+    for row in rows:
+        await batch.add(*_to_check(row, verifier), functools.partial(scan.passed, row))
     for due in store.due_for_retry(conn, chain_id, now, limit):
         latest = _latest(conn, chain_id, due.contract, due.job_id, due.event_name, verifier)
         if latest is not None:
@@ -152,18 +147,22 @@ def _latest(
             latest.log_index,
         ):
             return None
-    if isinstance(latest, store.IndexedTaskVerdict):
-        chain = chain_from_task(latest)
-        return chain, _task_run(chain, verifier)
-    verdict = verdict_from_index(latest)
-    return verdict.chain, _verdict_run(verdict, verifier)
+    return _to_check(latest, verifier)
 
 
-def _task_run(chain: ChainRef, verifier: Verifier) -> Run:
+def _to_check(
+    row: store.IndexedVerdict | store.IndexedTaskVerdict, verifier: Verifier
+) -> tuple[ChainRef, Run]:
+    """An indexed verdict's subject and the check it gets: the job pipeline or the evidence."""
+    if isinstance(row, store.IndexedVerdict):
+        verdict = verdict_from_index(row)
+        return verdict.chain, _verdict_run(verdict, verifier)
+    chain = chain_from_task(row)
+
     async def run(parent: Report | None) -> Outcome:
         return await verify_evidence(chain, verifier, parent=parent)
 
-    return run
+    return chain, run
 
 
 def _verdict_run(verdict: Verdict, verifier: Verifier) -> Run:
