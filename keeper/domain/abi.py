@@ -18,9 +18,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "encode", "padded", "word"]
 
 _ELEMENTARY = re.compile(r"(u?int)(\d*)|address|bool|bytes(\d*)|string")
+_ADDRESS = re.compile(r"0x[0-9a-f]{40}")
 
 
 def decode(types: Sequence[str], data: bytes, *, strict: bool = True) -> tuple[Any, ...]:
@@ -39,8 +40,14 @@ def encode(types: Sequence[str], values: Sequence[Any]) -> bytes:
     return bytes(eth_encode(types, values))
 
 
-def _padded(data: bytes) -> bytes:
-    return len(data).to_bytes(32, "big") + data + bytes(-len(data) % 32)
+def word(value: int) -> bytes:
+    """One 32-byte word: an integer, two's complement when negative."""
+    return value.to_bytes(32, "big", signed=value < 0)
+
+
+def padded(data: bytes) -> bytes:
+    """A dynamic ``bytes`` value's tail: its length, then the data padded to whole words."""
+    return word(len(data)) + data + bytes(-len(data) % 32)
 
 
 def _static_word(typ: str, value: Any) -> bytes | None:
@@ -56,13 +63,13 @@ def _static_word(typ: str, value: Any) -> bytes | None:
         low, high = (0, 1 << width) if kind == "uint" else (-(1 << width - 1), 1 << width - 1)
         if not low <= value < high:
             return None
-        return value.to_bytes(32, "big", signed=True) if value < 0 else value.to_bytes(32, "big")
+        return word(value)
     if typ == "address":
-        if type(value) is not str or not re.fullmatch(r"0x[0-9a-f]{40}", value):
+        if type(value) is not str or not _ADDRESS.fullmatch(value):
             return None  # eth_abi's rules for checksummed or mixed case are its own
         return bytes(12) + bytes.fromhex(value[2:])
     if typ == "bool":
-        return None if type(value) is not bool else (1 if value else 0).to_bytes(32, "big")
+        return None if type(value) is not bool else word(int(value))
     if size:  # bytesN
         n = int(size)
         if type(value) is not bytes or not 1 <= n <= 32 or len(value) > n:
@@ -80,17 +87,17 @@ def _encode_elementary(types: Sequence[str], values: Sequence[Any]) -> bytes | N
     for typ, value in zip(types, values, strict=True):
         if typ in ("bytes", "string"):
             if typ == "bytes" and type(value) is bytes:
-                tail = _padded(value)
+                tail = padded(value)
             elif typ == "string" and type(value) is str:
-                tail = _padded(value.encode("utf-8"))
+                tail = padded(value.encode("utf-8"))
             else:
                 return None
-            heads.append(at.to_bytes(32, "big"))
+            heads.append(word(at))
             tails.append(tail)
             at += len(tail)
             continue
-        word = _static_word(typ, value)
-        if word is None:
+        head = _static_word(typ, value)
+        if head is None:
             return None
-        heads.append(word)
+        heads.append(head)
     return b"".join(heads + tails)

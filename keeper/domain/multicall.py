@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from keeper.domain.abi import decode
+from keeper.domain.abi import decode, padded, word
 from keeper.domain.dialects import selector
 
 __all__ = ["MULTICALL3_ADDRESS", "Call3Result", "decode_aggregate3", "encode_aggregate3"]
@@ -32,7 +32,7 @@ def encode_aggregate3(calls: Sequence[tuple[str, bytes]], *, allow_failure: bool
     without it: with ``allowFailure`` a gas estimate is satisfied by a limit at
     which the inner calls run out of gas and fail quietly.
     """
-    flag = _word(1 if allow_failure else 0)
+    flag = word(1 if allow_failure else 0)
     heads: list[bytes] = []
     tails: list[bytes] = []
     at = 32 * len(calls)  # tuple offsets count from the first head, after the length
@@ -40,17 +40,11 @@ def encode_aggregate3(calls: Sequence[tuple[str, bytes]], *, allow_failure: bool
         address = bytes.fromhex(target.removeprefix("0x"))
         if len(address) != 20:
             raise ValueError(f"aggregate3: {target!r} is not a 20-byte address")
-        tail = b"".join(
-            (bytes(12), address, flag, _word(96), _word(len(data)), data, bytes(-len(data) % 32))
-        )
-        heads.append(_word(at))
+        tail = b"".join((bytes(12), address, flag, word(96), padded(data)))
+        heads.append(word(at))
         tails.append(tail)
         at += len(tail)
-    return b"".join((_AGGREGATE3, _word(32), _word(len(calls)), *heads, *tails))
-
-
-def _word(value: int) -> bytes:
-    return value.to_bytes(32, "big")
+    return b"".join((_AGGREGATE3, word(32), word(len(calls)), *heads, *tails))
 
 
 @dataclass(frozen=True, slots=True)
