@@ -108,7 +108,8 @@ DENSE = Density("dense", jobs_per_tx=32, txs_per_block=12)
 # anvil (1.7.1) spends time and memory on every block in proportion to the whole state
 # (here, with 5,000 jobs stored: 430 ms and 8 MB an empty block, prune-history or not), so
 # a chain with many blocks must hold few jobs: the sparse workload puts its events in
-# SPARSE_BLOCKS blocks, one wave each, and is smaller than the dense one (bench/README.md)
+# SPARSE_BLOCKS blocks, one wave each, and is smaller than the dense one (bench/README.md;
+# bench/chain_cost.py measures what larger sparse chains take to build)
 SPARSE_BLOCKS = 1_250
 
 
