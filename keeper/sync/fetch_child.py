@@ -27,6 +27,7 @@ from keeper.obs.logging import configure_logging, get_logger, register_secret
 from keeper.rpc.client import RpcClient
 from keeper.sync.fetch_wire import (
     FetchSpec,
+    Kind,
     Message,
     RecordingObserver,
     read_spec,
@@ -37,6 +38,9 @@ from keeper.sync.history import CHILD_FETCHING_AHEAD, RangeFetcher
 from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
+
+# how often calls made since the last frame are reported when no batch carried them
+REPORT_SECONDS = 1.0
 
 
 def portable(exc: BaseException) -> BaseException:
@@ -71,18 +75,37 @@ async def produce(spec: FetchSpec, out: BinaryIO) -> None:
         rpc, spec.addresses, spec.policy, decode, reads, ahead=CHILD_FETCHING_AHEAD
     )
 
-    async def send(message: Message) -> None:
-        await asyncio.to_thread(write_frame, out, message)
+    writing = asyncio.Lock()  # one frame at a time: the report and the batches share out
 
+    async def send(kind: Kind, body: object) -> None:
+        async with writing:
+            message: Message = (kind, body, recorder.drain(), spec.policy, rpc.health())
+            await asyncio.to_thread(write_frame, out, message)
+
+    async def report(stop: asyncio.Event) -> None:
+        """The calls made since the last frame, every REPORT_SECONDS while there are any:
+        a batch held up by retries still shows in the parent's metrics and health.
+        Stopped by ``stop``, never cancelled: a frame it has begun is always written whole."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), REPORT_SECONDS)
+            if recorder.calls and not stop.is_set():
+                await send("calls", None)
+
+    stop = asyncio.Event()
+    reporting = asyncio.create_task(report(stop))
     try:
         async with rpc, contextlib.aclosing(fetcher.prefetched(spec.start, spec.end)) as ranges:
             async for item in ranges:
-                await send(("batch", to_wire(item), recorder.drain(), spec.policy, rpc.health()))
+                await send("batch", to_wire(item))
     except Exception as exc:  # the parent raises it
         log.debug("fetch_process_failed", error=type(exc).__name__)
-        await send(("error", portable(exc), recorder.drain(), spec.policy, rpc.health()))
+        await send("error", portable(exc))
         return
-    await send(("done", None, recorder.drain(), spec.policy, rpc.health()))
+    finally:
+        stop.set()
+        await reporting
+    await send("done", None)
 
 
 async def run(spec: FetchSpec, out: BinaryIO) -> None:

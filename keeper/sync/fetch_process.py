@@ -12,7 +12,9 @@ handling do not change; the child never writes anything.
 
 The child is this process's: started per range, killed when the range is
 closed (done, failed, cancelled), and its RPC calls are reported to this
-process's observer as they arrive. A child that dies mid-range is a
+process's observer as they arrive: with each batch, and every second while a
+batch is being fetched (a range held up by a failing endpoint shows in the
+metrics and the endpoints' health while it waits, not after). A child that dies mid-range is a
 RetryableError: the step is retried from the cursor, as after any fault.
 """
 
@@ -115,7 +117,7 @@ class ProcessFetcher:
                     yield from_wire(body)
                 elif kind == "error":
                     raise body
-                else:
+                elif kind == "done":
                     return
         finally:
             if proc.returncode is None:

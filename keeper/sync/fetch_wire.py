@@ -23,6 +23,7 @@ from keeper.sync.history import Fetched
 
 __all__ = [
     "FetchSpec",
+    "Kind",
     "Message",
     "RecordingObserver",
     "encode",
@@ -37,11 +38,12 @@ __all__ = [
 _LENGTH = struct.Struct(">I")
 _PROTOCOLS = {p.value: p for p in Protocol}
 
-# what a child reports: a batch, the end of the range or the exception that ended it;
-# each with the RPC calls made since the last message, and the range policy and the
-# endpoints' health as learned so far (the next range, or a retry after a failure,
-# starts from them, as it would in process)
-Kind = Literal["batch", "done", "error"]
+# what a child reports: a batch, the end of the range, the exception that ended it, or
+# (every second while a batch is being fetched) nothing but its calls; each with the RPC
+# calls made since the last message, and the range policy and the endpoints' health as
+# learned so far (the next range, or a retry after a failure, starts from them, as it
+# would in process)
+Kind = Literal["batch", "done", "error", "calls"]
 Message = tuple[Kind, Any, list[tuple[Any, ...]], RangePolicy, list[EndpointHealth]]
 
 

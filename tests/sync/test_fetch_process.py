@@ -12,6 +12,7 @@ raised here nor in anything the child wrote.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pickle
@@ -247,3 +248,47 @@ def test_an_exception_that_cannot_travel_becomes_a_retryable_one_naming_it() -> 
     moved = portable(NeedsTwoArguments(7, "odd"))
     assert isinstance(moved, RetryableError)
     assert "NeedsTwoArguments" in str(moved) and "7: odd" in str(moved)
+
+
+class Calls:
+    """An RPC observer that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+        self.backoffs = 0
+
+    def on_request(self, endpoint: str, method: str, outcome: str, seconds: float) -> None:
+        self.requests.append((endpoint, method, outcome))
+
+    def on_backoff(self, endpoint: str, seconds: float) -> None:
+        self.backoffs += 1
+
+
+async def test_calls_held_up_by_a_failing_endpoint_are_reported_while_it_retries() -> None:
+    # nothing listens on port 9: every attempt fails at once, and the client keeps trying
+    # for a minute, so the child's first batch (or its error) is far off
+    calls = Calls()
+    rpc = RpcClient([EndpointConfig("rpc0", "http://127.0.0.1:9")], max_attempts=10_000,
+                    deadline=60.0, retry_initial=0.05, retry_max=0.2, backoff_cap=0.2,
+                    observer=calls)  # fmt: skip
+    address = "0x" + "44" * 20
+    fetcher = ProcessFetcher(rpc, [address], RangePolicy(), {address: Protocol.ERC8183}, None)
+    scan = fetcher.prefetched(1, 100, finalized=100, head=100)
+    first = asyncio.ensure_future(anext(scan))
+    try:
+        for _ in range(100):  # the child starts in about a second, then reports each second
+            if calls.requests:
+                break
+            await asyncio.sleep(0.1)
+        assert calls.requests, "no call of the child reached this process while it retried"
+        assert not first.done()  # no batch, no error: the report came on its own
+        assert set(calls.requests) == {("rpc0", "eth_getLogs", "transient")}, calls.requests
+        assert calls.backoffs >= 1
+        assert rpc.health()[0].failures >= 1  # the child's view of the endpoint, here too
+    finally:
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        await scan.aclose()
+        await rpc.close()
+    assert fetcher.pid is None
