@@ -26,13 +26,13 @@ from typing import Any
 
 from bench.common import ARCHIVE_ANVIL
 from bench.escrow_workload import ANVIL_ARGS, DENSE, canonical_multicall, deploy_driver, job_flows
-from keeper.compose import tune_gc
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, Event, Protocol
 from keeper.domain.multicall import MULTICALL3_ADDRESS, decode_aggregate3, encode_aggregate3
 from keeper.domain.views import decode_view, encode_view
+from keeper.process_tuning import tune_process
 from keeper.rpc.validate import data, validate_logs
 from keeper.store.db import connect
 from keeper.store.index_store import Batch, IndexStore
@@ -126,7 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("events", type=int, nargs="?", default=60_000)
     args = parser.parse_args()
-    tune_gc()  # as the daemon and `keeper backfill` run
+    tune_process()  # as the daemon and `keeper backfill` run
     with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node:
         d = deploy_all(node.url)
         canonical_multicall(node.url, d)

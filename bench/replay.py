@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.costs import per_event
-from keeper.compose import tune_gc
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log, Protocol
+from keeper.process_tuning import tune_process
 from keeper.rpc.validate import validate_logs
 from keeper.store.db import connect
 from keeper.store.index_store import Batch, IndexStore
@@ -142,7 +142,7 @@ def _apply_all(batches: list[Batch], factory: type[sqlite3.Connection] | None = 
 
 
 def stages(path: Path, rounds: int) -> None:
-    tune_gc()  # as the daemon and `keeper backfill` run
+    tune_process()  # as the daemon and `keeper backfill` run
     rec = pickle.loads(path.read_bytes())
     raw, address = rec["raw"], rec["address"]
     batches = [_batch(b) for b in rec["batches"]]

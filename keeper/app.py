@@ -15,11 +15,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from keeper.compose import build, check_chain_id, load, open_database, tune_gc
+from keeper.compose import build, check_chain_id, load, open_database
 from keeper.config import load_config, redacted
 from keeper.errors import ConfigError, FatalError
 from keeper.indexing import Tee
 from keeper.leadership import INDEXER, Leadership
+from keeper.process_tuning import tune_process
 from keeper.progress import ProgressReporter
 from keeper.store import db as dbmod
 from keeper.store.index_store import IndexStore
@@ -29,7 +30,7 @@ from keeper.store.migrations import migrate
 
 async def run_backfill(config_path: str, *, to_block: int | None, progress: bool) -> int:
     cfg = load(config_path)
-    tune_gc()
+    tune_process()
     wake = asyncio.Event()
     c = build(cfg, wake)
     reporter = ProgressReporter(enabled=progress and sys.stderr.isatty(), stream=sys.stderr)

@@ -9,7 +9,6 @@ this module; neither imports the other.
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 import time
 from collections import Counter
@@ -77,18 +76,6 @@ async def check_chain_id(rpc: RpcClient, cfg: Config) -> None:
             f"chain.chain_id: configured {cfg.chain.chain_id} but the RPC endpoint "
             f"serves chain {actual}"
         )
-
-
-def tune_gc() -> None:
-    """Let the cycle collector run every 20,000 new objects instead of every 700.
-
-    Indexing allocates and frees millions of short-lived, acyclic objects
-    (decoded JSON, logs, events) that reference counting already reclaims;
-    at the default threshold the collector still scans the young ones every
-    700 allocations (bench/README.md has what that costs a backfill). Cycles
-    are still collected, a little later. For the long-running commands.
-    """
-    gc.set_threshold(20_000, 20, 20)
 
 
 class MetricsListener:

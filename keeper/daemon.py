@@ -22,7 +22,7 @@ from aiohttp import web
 from keeper.act.detect import DialectBook, detect_all, publish_dialects
 from keeper.api.replicas import ReadTargets
 from keeper.api.serve import ApiThread
-from keeper.compose import build, check_chain_id, load, tune_gc
+from keeper.compose import build, check_chain_id, load
 from keeper.config import Config
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.pacing import BlockPace
@@ -34,6 +34,7 @@ from keeper.errors import (
 )
 from keeper.leadership import Leadership
 from keeper.obs.logging import get_logger, log_context
+from keeper.process_tuning import tune_process
 from keeper.store import db as dbmod
 from keeper.store.leases import LeaseLostError
 
@@ -470,7 +471,7 @@ def _summary_dict(summary: Any) -> dict[str, Any]:
 
 async def run_daemon(config_path: str) -> int:
     cfg = load(config_path)
-    tune_gc()
+    tune_process()
     return await Daemon(cfg).run()
 
 

@@ -24,6 +24,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.errors import RetryableError
 from keeper.obs.logging import configure_logging, get_logger, register_secret
+from keeper.process_tuning import tune_allocator
 from keeper.rpc.client import RpcClient
 from keeper.sync.fetch_wire import (
     FetchSpec,
@@ -134,6 +135,7 @@ def main() -> int:
     configure_logging(spec.log_format, spec.log_level, stream=sys.stderr)
     if spec.gc_threshold:
         gc.set_threshold(*spec.gc_threshold)
+    tune_allocator()
     try:
         asyncio.run(run(spec, out))
     except BrokenPipeError:  # the parent stopped reading: it is gone

@@ -12,8 +12,16 @@ from pathlib import Path
 import keeper
 
 ROOT = Path(keeper.__file__).parent
-# the design's table: sync may use rpc and domain (plus logging and the error types)
-SYNC_MAY_IMPORT = ("keeper.sync", "keeper.rpc", "keeper.domain", "keeper.obs", "keeper.errors")
+# the design's table: sync may use rpc and domain (plus logging, the error types and, for the
+# fetch process, the runtime settings every long-running process makes)
+SYNC_MAY_IMPORT = (
+    "keeper.sync",
+    "keeper.rpc",
+    "keeper.domain",
+    "keeper.obs",
+    "keeper.errors",
+    "keeper.process_tuning",
+)
 
 
 def imports_of(path: Path) -> set[str]:

@@ -1,0 +1,61 @@
+"""How the long-running processes (the daemon, ``keeper backfill``, the fetch process) use
+the interpreter's collector and the C allocator.
+
+Both settings trade nothing the indexer needs for memory or CPU it would
+otherwise lose; bench/README.md has what each one moved.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# blocks this large or larger get pages of their own, given back when freed
+LARGE_BLOCK_BYTES = 1024 * 1024
+
+
+def tune_gc() -> None:
+    """Let the cycle collector run every 20,000 new objects instead of every 700.
+
+    Indexing allocates and frees millions of short-lived, acyclic objects
+    (decoded JSON, logs, events) that reference counting already reclaims;
+    at the default threshold the collector still scans the young ones every
+    700 allocations. Cycles are still collected, a little later.
+    """
+    gc.set_threshold(20_000, 20, 20)
+
+
+def tune_allocator() -> bool:
+    """Give freed large blocks back to the system at once; False where there is no glibc.
+
+    A batch passes through buffers of megabytes (a getLogs answer, a pickled
+    frame, a batch's lists). glibc's default raises its mmap threshold each
+    time such a block is freed, so the next ones come from the heap, where a
+    few small objects allocated after them keep the freed pages from ever
+    being returned: the process's resident size then stays near its largest
+    batch plus what the heap fragmented around it. A fixed threshold (setting
+    it turns the raising off) keeps every block of a megabyte or more in
+    pages of its own, unmapped when freed, and the heap's top trimmed past
+    128 KiB. musl and other libcs have no such raising; nothing is done there.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        gnu_get_libc_version = libc.gnu_get_libc_version
+    except (OSError, AttributeError):
+        return False
+    del gnu_get_libc_version  # present only in glibc, whose mallopt is the one meant
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, 128 * 1024)
+    )
+
+
+def tune_process() -> None:
+    """Both, for a command that runs long or indexes (the daemon, ``keeper backfill``)."""
+    tune_gc()
+    tune_allocator()
