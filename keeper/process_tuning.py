@@ -15,6 +15,9 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 # blocks this large or larger get pages of their own, given back when freed
 LARGE_BLOCK_BYTES = 1024 * 1024
+# the heap's free top beyond this is given back (glibc's own default, set again because
+# a large block freed before the call may already have raised it)
+HEAP_TOP_BYTES = 128 * 1024
 
 
 def tune_gc() -> None:
@@ -43,16 +46,17 @@ def tune_allocator() -> bool:
     """
     try:
         libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        gnu_get_libc_version = libc.gnu_get_libc_version
-    except (OSError, AttributeError):
+    except OSError:
         return False
-    del gnu_get_libc_version  # present only in glibc, whose mallopt is the one meant
+    # gnu_get_libc_version is glibc's alone: only its mallopt takes these parameters
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
+        return False
+    mallopt = libc.mallopt
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, 128 * 1024)
-    )
+    mmap_set = int(mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)) == 1
+    trim_set = int(mallopt(_M_TRIM_THRESHOLD, HEAP_TOP_BYTES)) == 1
+    return mmap_set and trim_set
 
 
 def tune_process() -> None:
