@@ -37,6 +37,7 @@ from keeper.obs.logging import get_logger, log_context
 from keeper.process_tuning import tune_process
 from keeper.store import db as dbmod
 from keeper.store.leases import LeaseLostError
+from keeper.waiting import wait_event
 
 log = get_logger(__name__)
 
@@ -350,13 +351,11 @@ class Daemon:
             reader.close()
 
     async def _wait_wake(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), timeout=self.cfg.chain.poll_interval)
+        await wait_event(self.wake, self.cfg.chain.poll_interval)
 
     @staticmethod
     async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=seconds)
+        await wait_event(stop, seconds)
 
     async def run(self) -> int:
         """Run every loop until stopped; each line any of them logs names the chain."""

@@ -36,7 +36,8 @@ async def run_devnet_command(args: argparse.Namespace) -> int:
     try:
         if args.duration:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(coro, timeout=args.duration)
+                async with asyncio.timeout(args.duration):
+                    await coro
         else:
             await coro
     except asyncio.CancelledError:

@@ -35,6 +35,7 @@ from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.db import Db, dialect, session, transient_errors
 from keeper.store.leases import LeaseFence, LeaseRowBusyError, LeaseStore
+from keeper.waiting import wait_event
 
 __all__ = ["INDEXER", "Leadership"]
 
@@ -127,8 +128,7 @@ class Leadership:
     async def run(self, stop: asyncio.Event) -> None:
         """Try every renewal interval until stopped."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.timings.renew_seconds)
+            await wait_event(stop, self.timings.renew_seconds)
             if not stop.is_set():
                 self.attempt()
 

@@ -1,12 +1,21 @@
-"""Stopping the daemon's loops: a loop that fails while stopping is logged, not swallowed."""
+"""Stopping the daemon: a loop that fails while stopping is logged, not swallowed, and a
+daemon cancelled by its owner ends."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 
-from keeper.daemon import stop_loops
+from keeper.compose import load
+from keeper.daemon import Daemon, stop_loops
+from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, free_port
+from keeper.devnet.deploy import deploy_all
+from keeper.devnet.runner import KEEPER_KEY_ENV, render_config
+from keeper.devnet.traffic import Roles, address_of
 
 
 async def test_a_loop_failing_while_stopping_is_logged() -> None:
@@ -35,3 +44,46 @@ async def test_a_loop_failing_while_stopping_is_logged() -> None:
     assert [(e["loop"], e["error"]) for e in failures] == [("keep", "RuntimeError('flush failed')")]
     assert failures[0]["log_level"] == "error"
     assert tasks[2].cancelled() and all(t.done() for t in tasks)
+
+
+async def test_a_daemon_cancelled_in_the_turn_its_wake_is_set_stops(
+    anvil: AnvilProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner of ``Daemon.run`` cancels it (``keeper devnet --duration``, a test) just as
+    a commit sets the wake event the keeper loop waits on: the daemon still ends.
+
+    ``asyncio.wait_for`` on Python 3.11 returned normally there, the keeper loop went on
+    (it checks only the stop flag) and the shutdown waited for it forever; a status-page
+    run under load hung exactly so, silent, until its test timed out."""
+    monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
+    d = await asyncio.to_thread(deploy_all, anvil.url)
+    # the devnet's own config: ``keeper devnet --duration`` is the command that cancels
+    config = tmp_path / "keeper.toml"
+    config.write_text(
+        render_config(
+            rpc_url=anvil.url,
+            deployment=d,
+            evaluator_url="http://127.0.0.1:9",  # no verdict is ever fetched: no job exists
+            workdir=tmp_path,
+            evaluator_address=address_of(Roles().evaluator),
+            api_listen=f"127.0.0.1:{free_port()}",
+        )
+    )
+    daemon = Daemon(load(str(config)))
+    running = asyncio.create_task(daemon.run())
+    try:
+        deadline = time.monotonic() + 60
+        # idle at the head: nothing is mined, so the keeper loop waits on its wake event
+        while not (daemon.keeper is not None and daemon.keeper.last is not None):
+            assert not running.done(), running
+            assert time.monotonic() < deadline, "the keeper never ticked"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        daemon.wake.set()  # what a commit does
+        running.cancel()
+        done, _ = await asyncio.wait({running}, timeout=20)
+        assert done, "the daemon did not end within 20 s of its cancellation"
+        assert running.cancelled() or running.result() == 0
+    finally:
+        daemon.stop.set()  # a daemon that lost its cancellation still ends on its stop flag
+        await asyncio.wait({running}, timeout=20)

@@ -37,6 +37,7 @@ from keeper.sync.fetch_wire import (
 )
 from keeper.sync.history import CHILD_FETCHING_AHEAD, RangeFetcher
 from keeper.sync.view_calls import ViewReader
+from keeper.waiting import wait_event
 
 log = get_logger(__name__)
 
@@ -88,8 +89,7 @@ async def produce(spec: FetchSpec, out: BinaryIO) -> None:
         a batch held up by retries still shows in the parent's metrics and health.
         Stopped by ``stop``, never cancelled: a frame it has begun is always written whole."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), REPORT_SECONDS)
+            await wait_event(stop, REPORT_SECONDS)
             if recorder.calls and not stop.is_set():
                 await send("calls", None)
 

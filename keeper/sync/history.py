@@ -17,7 +17,6 @@ are committed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.scan import scan_logs, wire_size
+from keeper.waiting import cancel_and_wait
 
 __all__ = ["CHILD_FETCHING_AHEAD", "FETCHING_AHEAD", "PREFETCH_RANGES", "Fetched", "RangeFetcher"]
 
@@ -94,9 +94,7 @@ class RangeFetcher:
                 await asyncio.sleep(0)
                 yield item
         finally:
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
+            await cancel_and_wait(producer)
 
     async def _fetch_ranges(
         self, start: int, end: int, queue: asyncio.Queue[Fetched | Exception | None]

@@ -80,6 +80,11 @@ async def dump_tasks_after(seconds: float) -> None:
         await asyncio.sleep(seconds)
     finally:
         faulthandler.cancel_dump_traceback_later()
+    print_tasks()
+
+
+def print_tasks() -> None:
+    """Every task of the loop and where it waits, on stdout (shown with a failure)."""
     for task in asyncio.all_tasks():
         print(f"--- task {task.get_name()}: {task.get_coro()}", flush=True)
         task.print_stack(file=sys.stdout)
@@ -170,8 +175,15 @@ class TestStatusPageWhileIndexing:
             finally:
                 dumper.cancel()
                 running.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await running
+                # a daemon that does not end on its cancellation held the run here until
+                # the test timed out, saying nothing: now its loops' stacks are printed
+                stopped, _ = await asyncio.wait({running}, timeout=30)
+                if not stopped:
+                    print_tasks()
+                    checks["not stopped"] = "the daemon did not end within 30 s of its cancellation"
+                else:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await running
 
         await asyncio.wait_for(
             run_devnet(
@@ -184,6 +196,7 @@ class TestStatusPageWhileIndexing:
             ),
             timeout=150,
         )
+        assert "not stopped" not in checks, checks["not stopped"]
         assert len(seen) == LOADS + 1
         blocks = [s["block"] for s in seen]
         assert blocks == sorted(blocks) and blocks[-1] > blocks[0], blocks  # it kept indexing

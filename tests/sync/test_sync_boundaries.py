@@ -21,6 +21,7 @@ SYNC_MAY_IMPORT = (
     "keeper.obs",
     "keeper.errors",
     "keeper.process_tuning",
+    "keeper.waiting",
 )
 
 
