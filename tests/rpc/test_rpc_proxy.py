@@ -45,6 +45,19 @@ def test_budgets_are_consumed_in_order(log_chain: LogChain) -> None:
         assert proxy.count("rate_limit") == 1 and proxy.count("garbage") == 1
 
 
+def test_an_aimed_error_budget_hits_only_calls_to_its_address(log_chain: LogChain) -> None:
+    """``to`` keeps the budget for the calls to one address, whatever arrives first."""
+    other = "0x" + "11" * 20
+    with RpcProxy(log_chain.url) as proxy:
+        proxy.rules.on("eth_call", error=1, error_message="header not found", to=EMITTER.upper())
+        assert rpc_call(proxy.url, "eth_call", [{"to": other, "data": "0x"}, "latest"]) == "0x"
+        with pytest.raises(RpcError) as info:
+            rpc_call(proxy.url, "eth_call", [{"to": EMITTER, "data": "0x"}, "latest"])
+        assert info.value.error["message"] == "header not found"
+        rpc_call(proxy.url, "eth_call", [{"to": EMITTER, "data": "0x"}, "latest"])  # spent
+        assert proxy.count("error", "eth_call") == 1
+
+
 def test_range_refusal_styles(log_chain: LogChain) -> None:
     """Oversized log queries get the configured provider's refusal, with its hint."""
     with RpcProxy(log_chain.url) as proxy:

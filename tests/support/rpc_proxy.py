@@ -82,6 +82,9 @@ class MethodRule:
     error: int = 0
     error_code: int = -32000
     error_message: str = "header not found"
+    # ``error`` only for calls to this address (an eth_call's ``to``): which of the calls
+    # comes first is the scheduler's choice, which of them fails must not be
+    to: str | None = None
     drop_reply: int = 0
     drop_mode: str = "close"  # "close": forward, then cut the connection; "timeout": hang
     empty_logs: int = 0
@@ -129,6 +132,14 @@ class _Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
+
+
+def _aimed_at(rule: MethodRule | None, params: Any) -> bool:
+    """Whether a call is one its rule's ``error`` faults: every call, or those to ``rule.to``."""
+    if rule is None or rule.to is None:
+        return True
+    first = params[0] if isinstance(params, list) and params else None
+    return isinstance(first, dict) and str(first.get("to", "")).lower() == rule.to.lower()
 
 
 def _numbered(tag: Any) -> bool:
@@ -340,7 +351,7 @@ class RpcProxy:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
         rule = self.rules.methods.get(method)
-        if self._take(method, "error"):
+        if _aimed_at(rule, params) and self._take(method, "error"):
             assert rule is not None
             return error(rule.error_code, rule.error_message)
         head: int | None = None
