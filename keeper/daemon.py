@@ -217,7 +217,7 @@ class Daemon:
                 if clock() - followed >= self.cfg.chain.poll_interval:
                     followed = clock()
                     await self.standby_step()
-                await self._sleep(self.stop, self.lead.timings.renew_seconds)
+                await wait_event(self.stop, self.lead.timings.renew_seconds)
                 continue
             if led_epoch != self.lead.epoch:
                 # (again) the indexer: another daemon may have written meanwhile
@@ -256,7 +256,7 @@ class Daemon:
                     wait = min(STARTUP_RETRY_MAX, poll * 2 ** min(failures, 6))
                 else:
                     wait = pace.delay(poll, clock())
-                await self._sleep(self.stop, wait)
+                await wait_event(self.stop, wait)
 
     async def standby_step(self) -> None:
         """While another daemon indexes: follow the heads and its cursor, for the keeper."""
@@ -303,7 +303,7 @@ class Daemon:
                     continue
             except KeeperError as exc:
                 log.warning("verify_step_failed", error=str(exc))
-            await self._sleep(self.stop, self.cfg.chain.poll_interval)
+            await wait_event(self.stop, self.cfg.chain.poll_interval)
 
     async def keep_loop(self) -> None:
         from keeper.store.states import live_jobs, live_tasks
@@ -323,11 +323,11 @@ class Daemon:
                 except KeeperError as exc:
                     log.warning("keeper_tick_failed", error=str(exc), kind=type(exc).__name__)
             self.wake.clear()
-            await self._wait_wake()
+            await wait_event(self.wake, self.cfg.chain.poll_interval)
 
     async def maintain_loop(self) -> None:
         while not self.stop.is_set():
-            await self._sleep(self.stop, STATISTICS_INTERVAL_SECONDS)
+            await wait_event(self.stop, STATISTICS_INTERVAL_SECONDS)
             if not self.stop.is_set():
                 dbmod.refresh_statistics(self.c.conn)
 
@@ -346,16 +346,9 @@ class Daemon:
                         )
                     except KeeperError as exc:
                         log.warning("token_read_failed", error=str(exc), kind=type(exc).__name__)
-                await self._sleep(self.stop, TOKEN_READ_INTERVAL_SECONDS)
+                await wait_event(self.stop, TOKEN_READ_INTERVAL_SECONDS)
         finally:
             reader.close()
-
-    async def _wait_wake(self) -> None:
-        await wait_event(self.wake, self.cfg.chain.poll_interval)
-
-    @staticmethod
-    async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-        await wait_event(stop, seconds)
 
     async def run(self) -> int:
         """Run every loop until stopped; each line any of them logs names the chain."""
@@ -438,7 +431,7 @@ class Daemon:
             except RetryableError as exc:
                 self.rpc_ok = False
                 log.warning("startup_step_failed", step=step, error=str(exc), retry_in=delay)
-            await self._sleep(self.stop, delay)
+            await wait_event(self.stop, delay)
             delay = min(delay * 2, STARTUP_RETRY_MAX)
         return False
 
