@@ -12,7 +12,10 @@ then its first; SQLite's own readers compare the two copies and read
 again on a difference. Here a header whose two copies agree and equal the
 last one seen means that no transaction has committed since; anything else
 (copies that differ while a commit is written, a file that is missing or
-too short) counts as a change, and the caller asks the database.
+too short) counts as a change, and the caller asks the database. So does a
+header that is not (yet) initialised or names another WAL-index version than
+the one whose layout this reads: a SQLite that ever changed the layout would
+cost the readers a statement per look, never serve a stale page.
 
 SQLite truncates the ``-shm`` file when the first connection opens it and
 deletes it when the last one closes; a read of a mapping whose file was cut
@@ -25,12 +28,18 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from pathlib import Path
 
-__all__ = ["CommitWatch"]
+__all__ = ["WALINDEX_VERSION", "CommitWatch"]
 
 # two copies of the 48-byte WalIndexHdr at the start of the -shm file
 _HEADER = 48
+# its iVersion (offset 0) and isInit (offset 12), in the host's byte order: the
+# version whose layout this module reads (sqlite3.c, WALINDEX_MAX_VERSION)
+_VERSION = struct.Struct("=I")
+WALINDEX_VERSION = 3007000
+_IS_INIT = 12
 
 
 class CommitWatch:
@@ -61,7 +70,9 @@ class CommitWatch:
             return None
         both = found[: 2 * _HEADER]
         first = both[:_HEADER]
-        return first if first == both[_HEADER:] else None
+        if first != both[_HEADER:] or not first[_IS_INIT]:
+            return None
+        return first if _VERSION.unpack_from(first)[0] == WALINDEX_VERSION else None
 
     def close(self) -> None:
         self._closed = True
