@@ -130,11 +130,13 @@ async def torture_one_chain(
                 await asyncio.to_thread(gen.step)
             assert await synced(daemon, chain, 30), daemon.tail()
             await asyncio.sleep(rng.uniform(0.1, 0.6))  # the keeper sends on the new head
-            head = await asyncio.to_thread(chain.block_number)
             depth = rng.randint(1, WINDOW)
             sent_at = await asyncio.to_thread(last_keeper_block, chain, keeper, WINDOW)
+            # the head after the keeper's last transaction was found: read before it, a
+            # transaction mined in between lay above it and the depth came out 0
+            head = await asyncio.to_thread(chain.block_number)
             if sent_at is not None and rng.random() < 0.6:
-                depth = min(WINDOW, head - sent_at + 1 + rng.randint(0, 2))  # take it out
+                depth = min(WINDOW, max(1, head - sent_at + 1 + rng.randint(0, 2)))  # take it out
             txs, verdicts = await asyncio.to_thread(removed_contents, chain, depth, keeper)
             replacement = [
                 (emitter_tx(deployed, 50_000 + i * 10 + k, 7 + k), k % depth)
