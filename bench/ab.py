@@ -2,8 +2,11 @@
 
 ``OTHER`` is another checkout of the project (``git worktree add /tmp/base HEAD~1``);
 its ``keeper`` package is put first on ``PYTHONPATH`` for its runs, so both
-trees run with this venv's dependencies. One anvil, one honest workload
-(``bench/escrow_workload.py``, ``--density dense`` or ``sparse``), then
+trees run with this venv's dependencies. One node (anvil, or ``--node hardhat``:
+bench/hardhat_node.py), one honest workload (``bench/escrow_workload.py``,
+``--density dense``, ``sparse`` or ``sparse-wide``), optionally reached through
+a proxy that holds every request ``--latency`` milliseconds (a remote endpoint's
+round trip: tests/support/rpc_proxy.py), then
 ``--rounds`` pairs of end-to-end backfills into fresh databases, the order
 within a pair alternating: this machine's speed drifts by more than most
 changes move a single run, so only medians of pairs taken side by side
@@ -30,8 +33,10 @@ from bench.escrow_workload import (
     job_flows,
     pick_density,
 )
+from bench.hardhat_node import HardhatProcess
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
+from tests.support.rpc_proxy import ProxyRules, RpcProxy
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -53,8 +58,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("other", type=Path, help="the other tree (the baseline)")
     parser.add_argument("events", type=int, nargs="?", default=200_000)
-    parser.add_argument("--density", choices=["dense", "sparse"], default="dense")
+    parser.add_argument("--density", choices=["dense", "sparse", "sparse-wide"], default="dense")
+    parser.add_argument("--node", choices=["anvil", "hardhat"], default="anvil")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--latency", type=float, default=0.0, help="milliseconds a request")
     args = parser.parse_args()
     other = args.other.resolve()
     if not (other / "keeper" / "__init__.py").exists():
@@ -64,16 +71,22 @@ def main() -> None:
     for tree in trees.values():
         compileall.compile_dir(tree / "keeper", quiet=1)
     rates: dict[str, list[float]] = {name: [] for name in trees}
-    with AnvilProcess(extra_args=[*ARCHIVE_ANVIL, *ANVIL_ARGS]) as node, \
-            tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:  # fmt: skip
+    node_process = (
+        HardhatProcess() if args.node == "hardhat"
+        else AnvilProcess(extra_args=[*ARCHIVE_ANVIL, *ANVIL_ARGS])
+    )  # fmt: skip
+    with node_process as node, tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp, \
+            RpcProxy(node.url, rules=ProxyRules(latency=args.latency / 1000)) as proxy:  # fmt: skip
         d = deploy_all(node.url)
         canonical_multicall(node.url, d)
         wl = job_flows(node.url, d, deploy_driver(node.url, d), args.events, density)
-        print(f"{wl.events:,} {density.name} events in {wl.blocks:,} blocks; this tree "
-              f"{HERE} against {other}, {args.rounds} rounds", flush=True)  # fmt: skip
+        print(f"{wl.events:,} {density.name} events in {wl.blocks:,} blocks on {args.node} "
+              f"({args.latency:g} ms a request); this tree {HERE} against {other}, "
+              f"{args.rounds} rounds", flush=True)  # fmt: skip
+        url = proxy.url if args.latency else node.url
         for i in range(args.rounds):
             for name in list(trees)[:: 1 if i % 2 == 0 else -1]:
-                secs = run_tree(trees[name], Path(tmp), node.url, d, density.max_range, wl)
+                secs = run_tree(trees[name], Path(tmp), url, d, density.max_range, wl)
                 rates[name].append(wl.events / secs)
                 print(f"  round {i + 1} {name:5} {wl.events / secs:9,.0f} ev/s", flush=True)
     this, base = statistics.median(rates["this"]), statistics.median(rates["other"])

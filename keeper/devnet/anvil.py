@@ -109,7 +109,13 @@ class AnvilProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> AnvilProcess:
+    # what the node is called in errors, and the directory it runs in (a benchmark runs
+    # another node through this class: bench/hardhat_node.py)
+    name = "anvil"
+    cwd: Path | None = None
+
+    def command(self) -> list[str]:
+        """The node's command line."""
         args = [
             find_anvil(),
             "--host",
@@ -132,8 +138,12 @@ class AnvilProcess:
             args += ["--block-time", str(self.block_time)]
         if self.state_path is not None:
             args += ["--state", str(self.state_path)]
+        return args
+
+    def start(self, timeout: float = 20.0) -> AnvilProcess:
         self.proc = subprocess.Popen(
-            args,
+            self.command(),
+            cwd=self.cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,  # own process group: stop() kills it whole
@@ -142,14 +152,14 @@ class AnvilProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise RuntimeError(f"anvil exited with {self.proc.returncode}: {err[-2000:]}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {err[-2000:]}")
             try:
                 rpc_call(self.url, "eth_chainId", timeout=1)
                 return self
             except OSError:
                 time.sleep(0.05)
         self.stop()
-        raise TimeoutError(f"anvil did not answer on {self.url} within {timeout}s")
+        raise TimeoutError(f"{self.name} did not answer on {self.url} within {timeout}s")
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -56,6 +57,18 @@ def test_an_aimed_error_budget_hits_only_calls_to_its_address(log_chain: LogChai
         assert info.value.error["message"] == "header not found"
         rpc_call(proxy.url, "eth_call", [{"to": EMITTER, "data": "0x"}, "latest"])  # spent
         assert proxy.count("error", "eth_call") == 1
+
+
+def test_latency_holds_every_request(log_chain: LogChain) -> None:
+    """A latency set is waited out by each request, a batch as one, before it is served."""
+    with RpcProxy(log_chain.url) as proxy:
+        proxy.rules.latency = 0.2
+        start = time.monotonic()
+        assert rpc_call(proxy.url, "eth_chainId") == "0x7a69"
+        status, _ = post(proxy.url, [{"jsonrpc": "2.0", "id": i, "method": "eth_chainId"}
+                                     for i in range(3)])  # fmt: skip
+        assert status == 200
+        assert time.monotonic() - start >= 2 * 0.2
 
 
 def test_range_refusal_styles(log_chain: LogChain) -> None:

@@ -102,6 +102,8 @@ class ProxyRules:
     max_log_range: int | None = None
     range_style: str = "alchemy"
     lag: int = 0
+    # seconds every HTTP request waits before it is served: a remote endpoint's round trip
+    latency: float = 0.0
     seed: int = 1234
 
     def on(self, method: str, **settings: Any) -> MethodRule:
@@ -288,6 +290,8 @@ class RpcProxy:
                 if isinstance(item, dict):
                     self.calls.append((str(item.get("method")), item.get("params") or []))
         try:
+            if self.rules.latency:
+                await asyncio.sleep(self.rules.latency)
             reply = await self._body_faults(label)
             if reply is None:
                 if isinstance(body, list):
