@@ -86,6 +86,9 @@ class ChainConfig:
     # holding fetch_process_events (0: from its start); 0 blocks: always in process
     fetch_process_blocks: v.NonNegInt = 32
     fetch_process_events: v.NonNegInt = 50_000
+    # ... and only while this process is busy on the CPU for at least this share of the
+    # time (below it the range waits on the node, and a second process adds only memory)
+    fetch_process_busy: v.Share = 0.7
 
     def endpoints(self) -> tuple[tuple[str, str], ...]:
         """(name, url) pairs: the name is what metrics and logs show, never the URL."""

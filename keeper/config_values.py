@@ -76,6 +76,16 @@ def pos_float(value: object) -> float:
     return number
 
 
+def share(value: object) -> float:
+    """A fraction from 0 to 1, both included."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadValue(f"expected a number from 0 to 1, got {show(value)}")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:  # NaN fails both
+        raise BadValue(f"must be from 0 to 1, got {show(value)}")
+    return number
+
+
 def gas_margin(value: object) -> float:
     number = pos_float(value)
     if number < 1.0:
@@ -305,6 +315,7 @@ NonNegInt = Annotated[int, Check(nonneg_int)]
 PosInt = Annotated[int, Check(pos_int)]
 BigInt = Annotated[int, Check(big_int)]
 PosFloat = Annotated[float, Check(pos_float)]
+Share = Annotated[float, Check(share)]
 GasMargin = Annotated[float, Check(gas_margin)]
 Gwei = Annotated[Decimal, Check(gwei)]
 Listen = Annotated[str, Check(listen, env_str)]

@@ -177,6 +177,7 @@ def sync_settings(cfg: Config) -> SyncSettings:
         multicall=cfg.keeper.multicall or MULTICALL3_ADDRESS,
         fetch_process_blocks=cfg.chain.fetch_process_blocks,
         fetch_process_events=cfg.chain.fetch_process_events,
+        fetch_process_busy=cfg.chain.fetch_process_busy,
     )
 
 

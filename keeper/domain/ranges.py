@@ -281,3 +281,17 @@ def rest_is_large(seen_events: int, seen_blocks: int, left_blocks: int, least_ev
     if seen_blocks <= 0 or left_blocks <= 0:
         return False
     return seen_events * left_blocks >= least_events * seen_blocks
+
+
+def busy_enough(cpu_seconds: float, wall_seconds: float, least_share: float) -> bool:
+    """Whether this process spent at least ``least_share`` of the wall time on the CPU.
+
+    A second process for the fetching helps when this one is what a range waits
+    on (a dense chain on a fast node: decoding and SQLite keep it busy); when it
+    mostly waits for the node (a slow or far node, a node-bound chain) the child
+    only takes the node's answers one batch at a time, fewer in flight than the
+    fetching here keeps (bench/README.md, seventh session), and adds its memory.
+    """
+    if wall_seconds <= 0:
+        return least_share <= 0
+    return cpu_seconds >= least_share * wall_seconds

@@ -3,7 +3,9 @@
 A backfill spends about half its CPU fetching (JSON, validation, decoding,
 view reads) and half writing SQLite, one after the other on one core. For a
 range of at least ``fetch_process_blocks`` blocks whose rest looks like
-holding ``fetch_process_events`` events (``Indexer._ranges``) the indexer
+holding ``fetch_process_events`` events, fetched so far by a process busy on
+the CPU at least ``fetch_process_busy`` of the time (``Indexer._ranges``: one
+that mostly waits on its node gains nothing from a second), the indexer
 hands the fetching of that rest to ``python -m keeper.sync.fetch_child`` (the
 same RangeFetcher, on a client built from this one's settings) and only
 commits here: both halves run at once, on two cores. Batches arrive in range

@@ -17,6 +17,7 @@ What the indexer may import: ``keeper.rpc``, ``keeper.domain``,
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -25,7 +26,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.multicall import MULTICALL3_ADDRESS
-from keeper.domain.ranges import RangePolicy, rest_is_large
+from keeper.domain.ranges import RangePolicy, busy_enough, rest_is_large
 from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
@@ -66,6 +67,8 @@ class SyncSettings:
     # looks like holding fetch_process_events (0: from its start); 0 blocks: in process
     fetch_process_blocks: int = 32
     fetch_process_events: int = 50_000
+    # ... once this process has been busy on the CPU that share of the time (busy_enough)
+    fetch_process_busy: float = 0.7
 
 
 @dataclass(slots=True)
@@ -241,21 +244,30 @@ class Indexer:
 
     async def _ranges(self, start: int, end: int, finalized: int) -> AsyncGenerator[Fetched, None]:
         """The range's batches, fetched here until the rest looks large enough for the
-        fetch process (``rest_is_large`` at the density seen so far), then by it."""
+        fetch process (``rest_is_large`` at the density seen so far) while this process
+        is busy enough on the CPU for a second one to help (``busy_enough``), then by it."""
         least = self.settings.fetch_process_blocks
         candidate = bool(least) and end - start + 1 >= least
-        events, handed = 0, start
+        events, handed, waiting = 0, start, False
+        cpu, wall = time.process_time(), time.monotonic()
         if not candidate or self.settings.fetch_process_events:
             async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
                 async for item in here:
                     yield item
                     events += len(item.events)
                     handed = item.anchor.number + 1
-                    if candidate and rest_is_large(
+                    if not candidate or not rest_is_large(
                         events, handed - start, end - handed + 1,
                         self.settings.fetch_process_events,
                     ):  # fmt: skip
+                        continue
+                    used, took = time.process_time() - cpu, time.monotonic() - wall
+                    if busy_enough(used, took, self.settings.fetch_process_busy):
                         break
+                    if not waiting:  # said once a range: its rest stays here while it waits
+                        waiting = True
+                        log.info("fetch_process_not_needed", from_block=handed, to_block=end,
+                                 busy=round(used / max(took, 1e-9), 3))  # fmt: skip
                 else:
                     return
         head = self.state.head.number if self.state.head is not None else None

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from keeper.domain.ranges import (
     DENSITY_START,
     RangePolicy,
+    busy_enough,
     fit_span,
     rest_is_large,
     span_hint,
@@ -315,3 +316,19 @@ class TestRestIsLarge:
         assert not rest_is_large(0, 0, 10_000, 1)
         assert not rest_is_large(5_000, 3, 0, 1)
         assert not rest_is_large(0, 500, 10_000, 1)
+
+
+class TestBusyEnough:
+    def test_the_share_of_the_wall_time_on_the_cpu_decides(self) -> None:
+        """0.9 s of CPU in 1.0 s is busy at 0.7; 0.45 s (a process waiting on its node)
+        is not."""
+        assert busy_enough(0.9, 1.0, 0.7)
+        assert busy_enough(0.7, 1.0, 0.7)
+        assert not busy_enough(0.45, 1.0, 0.7)
+
+    def test_zero_hands_over_on_the_size_alone(self) -> None:
+        assert busy_enough(0.0, 1.0, 0.0)
+        assert busy_enough(0.0, 0.0, 0.0)
+
+    def test_no_time_measured_is_not_busy(self) -> None:
+        assert not busy_enough(0.0, 0.0, 0.7)

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from prometheus_client import CollectorRegistry
+from support.rpc_proxy import RpcProxy
 from sync_support import Harness, emit_job_flows, table_diff, write_config
 from web3 import Web3
 
@@ -81,7 +83,9 @@ def through_child(
     tmp: Path, name: str, d: Deployment, url: str, *, least: int = 0, **chain: Any
 ) -> Config:
     """A scan-only config whose ranges are candidates for the child, which takes over
-    once the rest looks like holding ``least`` events (0: from the range's start)."""
+    once the rest looks like holding ``least`` events (0: from the range's start),
+    however busy this process is (``fetch_process_busy`` has a test of its own)."""
+    chain = {"fetch_process_busy": 0, **chain}
     return scan_only(tmp, name, d, url, fetch_process_blocks=1, fetch_process_events=least, **chain)
 
 
@@ -186,6 +190,37 @@ async def test_the_child_takes_over_where_the_rest_looks_large(
     finally:
         for h in (reference, handed, kept):
             await h.close()
+
+
+async def test_a_process_waiting_on_its_node_keeps_the_range(
+    module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
+) -> None:
+    """Behind an endpoint that holds every request 100 ms, this process waits on the
+    node, far from the default busy share: the rest of the range stays here (no child,
+    and the log says why) and the index is the same; told to hand over however busy
+    it is, the same range goes to a child."""
+    reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
+    async with RpcProxy(module_anvil.url) as proxy:
+        proxy.rules.latency = 0.1
+        waiting = Harness(scan_only(tmp_path, "waiting", flows, proxy.url,
+                                    fetch_process_blocks=1, fetch_process_events=1_000,
+                                    batch_events=300))  # fmt: skip
+        eager = Harness(through_child(tmp_path, "eager", flows, proxy.url, least=1_000,
+                                      batch_events=300))  # fmt: skip
+        try:
+            with structlog.testing.capture_logs() as logs:
+                await waiting.to_head()
+            assert waiting.indexer.remote.started == 0
+            said = [e for e in logs if e["event"] == "fetch_process_not_needed"]
+            assert len(said) == 1 and said[0]["busy"] < 0.7, said
+            await eager.to_head()
+            assert eager.indexer.remote.started == 1
+            for h in (waiting, eager):
+                diff = table_diff(reference.dump(), h.dump())
+                assert not diff, diff
+        finally:
+            for h in (reference, waiting, eager):
+                await h.close()
 
 
 async def test_closing_the_scan_early_leaves_no_child(
