@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import statistics
 import tempfile
 from pathlib import Path
@@ -76,14 +77,17 @@ def main() -> None:
         else AnvilProcess(extra_args=[*ARCHIVE_ANVIL, *ANVIL_ARGS])
     )  # fmt: skip
     with node_process as node, tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp, \
-            RpcProxy(node.url, rules=ProxyRules(latency=args.latency / 1000)) as proxy:  # fmt: skip
+            contextlib.ExitStack() as stack:  # fmt: skip
         d = deploy_all(node.url)
         canonical_multicall(node.url, d)
         wl = job_flows(node.url, d, deploy_driver(node.url, d), args.events, density)
         print(f"{wl.events:,} {density.name} events in {wl.blocks:,} blocks on {args.node} "
               f"({args.latency:g} ms a request); this tree {HERE} against {other}, "
               f"{args.rounds} rounds", flush=True)  # fmt: skip
-        url = proxy.url if args.latency else node.url
+        url = node.url
+        if args.latency:  # the keepers' requests only: the workload was built directly
+            rules = ProxyRules(latency=args.latency / 1000)
+            url = stack.enter_context(RpcProxy(node.url, rules=rules)).url
         for i in range(args.rounds):
             for name in list(trees)[:: 1 if i % 2 == 0 else -1]:
                 secs = run_tree(trees[name], Path(tmp), url, d, density.max_range, wl)

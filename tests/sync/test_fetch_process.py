@@ -89,6 +89,14 @@ def through_child(
     return scan_only(tmp, name, d, url, fetch_process_blocks=1, fetch_process_events=least, **chain)
 
 
+def assert_same_index(reference: Harness, *others: Harness) -> None:
+    """Each of ``others`` holds exactly the tables ``reference`` holds."""
+    expected = reference.dump()
+    for other in others:
+        diff = table_diff(expected, other.dump())
+        assert not diff, diff
+
+
 async def index(tmp: Path, name: str, d: Deployment, url: str, **chain: Any) -> Harness:
     h = Harness(scan_only(tmp, name, d, url, **chain))
     await h.to_head()
@@ -107,8 +115,7 @@ async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
         assert local.indexer.remote.started == 0
         assert child.indexer.remote.started >= 1
         assert child.indexer.remote.pid is None  # the child is gone with its range
-        diff = table_diff(local.dump(), child.dump())
-        assert not diff, diff
+        assert_same_index(local, child)
         assert len(child.dump()["events"]) > 6 * sum(JOBS_PER_BLOCK) - 1
         # getLogs is only ever sent by the child here: its calls reached these metrics
         logs_ok = metrics.registry.get_sample_value(
@@ -136,8 +143,7 @@ async def test_a_child_killed_mid_range_costs_one_retry(
         assert h.indexer.remote.started >= 2
         with pytest.raises(ProcessLookupError):
             os.kill(killer.killed, 0)  # reaped, not a zombie
-        diff = table_diff(reference.dump(), h.dump())
-        assert not diff, diff
+        assert_same_index(reference, h)
     finally:
         await reference.close()
         await h.close()
@@ -184,9 +190,7 @@ async def test_the_child_takes_over_where_the_rest_looks_large(
         assert handed.indexer.remote.started == 1
         assert kept_pids and set(kept_pids) == {None}
         assert kept.indexer.remote.started == 0
-        for h in (handed, kept):
-            diff = table_diff(reference.dump(), h.dump())
-            assert not diff, diff
+        assert_same_index(reference, handed, kept)
     finally:
         for h in (reference, handed, kept):
             await h.close()
@@ -215,9 +219,7 @@ async def test_a_process_waiting_on_its_node_keeps_the_range(
             assert len(said) == 1 and said[0]["busy"] < 0.7, said
             await eager.to_head()
             assert eager.indexer.remote.started == 1
-            for h in (waiting, eager):
-                diff = table_diff(reference.dump(), h.dump())
-                assert not diff, diff
+            assert_same_index(reference, waiting, eager)
         finally:
             for h in (reference, waiting, eager):
                 await h.close()
