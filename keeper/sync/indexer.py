@@ -25,7 +25,6 @@ from typing import Literal
 from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
-from keeper.domain.multicall import MULTICALL3_ADDRESS
 from keeper.domain.ranges import RangePolicy, busy_enough, rest_is_large
 from keeper.domain.reads import STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
@@ -52,23 +51,26 @@ class WatchedContract:
 
 @dataclass(slots=True)
 class SyncSettings:
-    finality: Literal["tag", "confirmations"] = "tag"
-    confirmations: int = 12
-    window: int = 128
-    min_range: int = 1
-    max_range: int = 2000
+    """The ``[chain]`` settings the indexer follows (``indexing.sync_settings``; their
+    defaults and meaning are the config's, declared once there)."""
+
+    finality: Literal["tag", "confirmations"]
+    confirmations: int
+    window: int
+    min_range: int
+    max_range: int
     # a historical batch stays under these (a single larger block is one batch)
-    batch_events: int = 5_000
-    batch_bytes: int = 4 * 1024 * 1024
+    batch_events: int
+    batch_bytes: int
     # the Multicall3 the view reads are grouped through (None: each read alone)
-    multicall: str | None = MULTICALL3_ADDRESS
+    multicall: str | None
     # a historical range of at least this many blocks is fetched by a second process
     # (keeper.sync.fetch_process) while this one commits, from where the rest of it
     # looks like holding fetch_process_events (0: from its start); 0 blocks: in process
-    fetch_process_blocks: int = 32
-    fetch_process_events: int = 50_000
+    fetch_process_blocks: int
+    fetch_process_events: int
     # ... once this process has been busy on the CPU that share of the time (busy_enough)
-    fetch_process_busy: float = 0.7
+    fetch_process_busy: float
 
 
 @dataclass(slots=True)
