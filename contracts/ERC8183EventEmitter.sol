@@ -59,6 +59,7 @@ contract ERC8183EventEmitter {
     event EvaluatorFeeUpdated(uint256 feeBP);
     event EmergencyWithdraw(address indexed token, address indexed to, uint256 amount);
     event AuthorizationUsed(address indexed signer, bytes32 indexed nonce);
+    event IntentExecuted(address indexed signer, bytes32 indexed nonce);
     event RoleGranted(bytes32 indexed role, address indexed account, address indexed sender);
     event RoleRevoked(bytes32 indexed role, address indexed account, address indexed sender);
     event RoleAdminChanged(
@@ -172,6 +173,10 @@ contract ERC8183EventEmitter {
 
     function emitAuthorizationUsed(address signer, bytes32 nonce) external {
         emit AuthorizationUsed(signer, nonce);
+    }
+
+    function emitIntentExecuted(address signer, bytes32 nonce) external {
+        emit IntentExecuted(signer, nonce);
     }
 
     function emitRoleGranted(bytes32 role, address account, address sender) external {

@@ -181,6 +181,8 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _contract_spec("EmergencyWithdraw",
                    "address indexed token, address indexed to, uint256 amount"),
     _contract_spec("AuthorizationUsed", "address indexed signer, bytes32 indexed nonce"),
+    # ERC8183WithIntent (an EIP-712 intent front end on an earlier ERC8183.sol)
+    _contract_spec("IntentExecuted", "address indexed signer, bytes32 indexed nonce"),
     # OpenZeppelin access-control, UUPS-upgrade and EIP-712 events (both upgradeable references)
     _contract_spec("RoleGranted", "bytes32 indexed role, address indexed account, "
                    "address indexed sender", CURRENT),

@@ -81,6 +81,7 @@ KNOWN_ONLY = [
     "EvaluatorFeeUpdated(uint256)",
     "EmergencyWithdraw(address,address,uint256)",
     "AuthorizationUsed(address,bytes32)",
+    "IntentExecuted(address,bytes32)",
     "RoleGranted(bytes32,address,address)",
     "RoleRevoked(bytes32,address,address)",
     "RoleAdminChanged(bytes32,bytes32,bytes32)",
