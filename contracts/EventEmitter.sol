@@ -68,8 +68,11 @@ contract EventEmitter {
     event FeeRecipientUpdated(address recipient);
     event ReputationRegistryUpdated(address registry);
     event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
+    event ReputationFeedbackFailed(bytes32 indexed taskId, uint256 indexed agentId);
     // recognised by topic0 only (dynamic parameters)
     event DefaultHooksSet(address[] hooks);
+    // ... and revision 17's, whose indexing upstream has not published
+    event MinAppealWindowUpdated(uint32 newMinimum);
     // ----- task market, before revision 14 -----
     event TaskCreated(
         bytes32 indexed taskId,
@@ -301,6 +304,14 @@ contract EventEmitter {
 
     function emitDefaultHooksSet(address[] calldata hooks) external {
         emit DefaultHooksSet(hooks);
+    }
+
+    function emitReputationFeedbackFailed(bytes32 taskId, uint256 agentId) external {
+        emit ReputationFeedbackFailed(taskId, agentId);
+    }
+
+    function emitMinAppealWindowUpdated(uint32 newMinimum) external {
+        emit MinAppealWindowUpdated(newMinimum);
     }
 
     function emitOlderTaskCreated(

@@ -237,6 +237,8 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _spec(_T, "ProofSubmitted", "bytes32 indexed taskId, address indexed worker, "
           "bytes32 proofHash, bytes32 proofType, uint256 metricValue"),
     _spec(_T, "HookRegistered", "bytes32 indexed taskId, address hookContract"),
+    # revision 12: a reputation registry's giveFeedback reverted (settlement went on)
+    _spec(_T, "ReputationFeedbackFailed", "bytes32 indexed taskId, uint256 indexed agentId"),
     _spec(_T, "HookCallFailed", "address indexed hook", contract_level=True),
     _spec(_T, "ForwarderUpdated", "address indexed forwarder, bool trusted",
           contract_level=True),
@@ -257,12 +259,14 @@ SPECS: Final[tuple[EventSpec, ...]] = (
           "address indexed worker, uint256 workerPayment, uint256 platformFee", OLDER),
 )  # fmt: skip
 
-# Known shapes with dynamic parameters the decoder does not slice: recognised by topic0
-# and kept with their name (no args, no subject), so keeper_unknown_events_total counts
-# only shapes never seen.
+# Known shapes recognised by topic0 and kept with their name (no args, no subject), so
+# keeper_unknown_events_total counts only shapes never seen: those with dynamic parameters
+# the decoder does not slice, and revision 17's MinAppealWindowUpdated, whose signature
+# upstream publishes but not which parameter is indexed.
 RECOGNISED_SHAPES: Final[tuple[tuple[Protocol, str], ...]] = (
     (_T, "DefaultHooksSet(address[])"),
     (_T, "DiamondCut((address,uint8,bytes4[])[],address,bytes)"),
+    (_T, "MinAppealWindowUpdated(uint32)"),
 )
 RECOGNISED_TOPICS: Final[dict[tuple[Protocol, str], str]] = {
     (p, topic0_of(sig)): sig[: sig.index("(")] for p, sig in RECOGNISED_SHAPES

@@ -145,7 +145,9 @@ EMITTER_AUX = [
         "",
         "",
     ),
+    ("ReputationFeedbackFailed(bytes32 indexed taskId, uint256 indexed agentId)", "", ""),
     ("DefaultHooksSet(address[] hooks)", "", ""),
+    ("MinAppealWindowUpdated(uint32 newMinimum)", "", ""),
 ]
 CURRENT_TASKS = [
     (

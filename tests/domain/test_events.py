@@ -93,7 +93,7 @@ KNOWN_ONLY = [
 NOT_NEEDED = {
     "StakeForfeited", "StakeReturned", "TaskRated", "RequesterReputation", "SelfAward",
     "BidSubmitted", "AuctionAccepted", "PitchSubmitted", "ProofSubmitted", "HookRegistered",
-    "HookCallFailed", "ForwarderUpdated", "FeesUpdated",
+    "HookCallFailed", "ForwarderUpdated", "FeesUpdated", "ReputationFeedbackFailed",
     "FeeRecipientUpdated", "ReputationRegistryUpdated", "OwnershipTransferred",
 }  # fmt: skip
 
@@ -459,17 +459,26 @@ class TestRealChain:
             assert (event.name, event.variant) == (spec.name, spec.variant)
             assert dict(event.args) == _normalised(values) == _web3_args(spec, log)
 
-    def test_dynamic_known_shape_is_recognised_not_unknown(self, emitter: Any) -> None:
-        """DefaultHooksSet(address[]) is known by topic0: named, no args, no subject."""
-        (log,) = self._logs_of(emitter, [emitter.functions.emitDefaultHooksSet([emitter.address])])
-        event = decode_log(log, Protocol.TASKMARKET, 0)
-        assert (event.name, event.variant, event.subject, dict(event.args)) == (
-            "DefaultHooksSet",
-            "recognised",
-            None,
-            {},
-        )
-        assert decode_log(log, Protocol.ERC8183, 0).name is None  # another protocol's shape
+    def test_shapes_known_by_topic0_are_recognised_not_unknown(self, emitter: Any) -> None:
+        """DefaultHooksSet(address[]) and MinAppealWindowUpdated(uint32) are known by
+        topic0: named, no args, no subject; the latter whichever way it is indexed."""
+        fns = emitter.functions
+        minimum = bytes.fromhex(topic0_of("MinAppealWindowUpdated(uint32)")[2:])
+        logs = self._logs_of(emitter, [
+            fns.emitDefaultHooksSet([emitter.address]),
+            fns.emitMinAppealWindowUpdated(300),
+            fns.emitRaw([minimum, (300).to_bytes(32, "big")], b""),  # its parameter indexed
+        ])  # fmt: skip
+        names = ["DefaultHooksSet", "MinAppealWindowUpdated", "MinAppealWindowUpdated"]
+        for log, name in zip(logs, names, strict=True):
+            event = decode_log(log, Protocol.TASKMARKET, 0)
+            assert (event.name, event.variant, event.subject, dict(event.args)) == (
+                name,
+                "recognised",
+                None,
+                {},
+            )
+            assert decode_log(log, Protocol.ERC8183, 0).name is None  # another protocol's shape
 
     def test_every_spec_is_emitted_by_one_of_the_emitters(
         self, emitter: Any, erc8183_emitter: Any
