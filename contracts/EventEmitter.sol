@@ -69,6 +69,9 @@ contract EventEmitter {
     event ReputationRegistryUpdated(address registry);
     event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
     event ReputationFeedbackFailed(bytes32 indexed taskId, uint256 indexed agentId);
+    event Upgraded(address indexed implementation);
+    event Initialized(uint64 version);
+    event OwnershipTransferStarted(address indexed previousOwner, address indexed newOwner);
     // recognised by topic0 only (dynamic parameters)
     event DefaultHooksSet(address[] hooks);
     // ... and revision 17's, whose indexing upstream has not published
@@ -308,6 +311,18 @@ contract EventEmitter {
 
     function emitReputationFeedbackFailed(bytes32 taskId, uint256 agentId) external {
         emit ReputationFeedbackFailed(taskId, agentId);
+    }
+
+    function emitUpgraded(address implementation) external {
+        emit Upgraded(implementation);
+    }
+
+    function emitInitialized(uint64 version) external {
+        emit Initialized(version);
+    }
+
+    function emitOwnershipTransferStarted(address previousOwner, address newOwner) external {
+        emit OwnershipTransferStarted(previousOwner, newOwner);
     }
 
     function emitMinAppealWindowUpdated(uint32 newMinimum) external {

@@ -187,11 +187,12 @@ class Daemon:
 
     async def detect_dialects(self) -> None:
         """Which dialect each configured contract speaks; the keeper encodes with it."""
+        if self.keeper is not None:  # which also detects again after an upgrade
+            self.dialects = await self.keeper.detect_dialects()
+            return
         book = await detect_all(self.c.rpc, self.cfg.contracts)
         publish_dialects(book, self.c.conn, self.cfg.chain.chain_id, self.c.metrics)
         self.dialects = book
-        if self.keeper is not None:
-            self.keeper.dialects = book
 
     def build_verifier(self) -> None:
         # documents posted to the API are a source of their own: with the API on,

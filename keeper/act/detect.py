@@ -1,4 +1,5 @@
-"""Find out which dialect each configured contract speaks, at start-up, without sending.
+"""Find out which dialect each configured contract speaks, without sending: at start-up,
+and again for a contract upgraded since (``keeper.act.guards.UpgradeWatch``).
 
 A diamond (EIP-2535) says which selectors it routes through its loupe,
 ``facetAddress(bytes4)`` (zero for an unrouted one); anything else is asked with
@@ -44,6 +45,7 @@ __all__ = [
     "detect",
     "detect_all",
     "publish_dialects",
+    "redetect",
 ]
 
 log = get_logger(__name__)
@@ -168,8 +170,12 @@ async def _mismatch(answers: _Answers, dialect: Dialect) -> list[str]:
     return out
 
 
-async def detect(rpc: ChainRpc, contract: ContractConfig) -> Detection:
-    """The dialect of one configured contract (DialectMismatchError for a wrong pin)."""
+async def detect(
+    rpc: ChainRpc, contract: ContractConfig, *, wrong_pin_fatal: bool = True
+) -> Detection:
+    """The dialect of one configured contract (DialectMismatchError for a wrong pin; a
+    pinned contract that stopped answering its pin, with ``wrong_pin_fatal`` off, is
+    undetermined with the reason, so a running daemon leaves it alone)."""
     address = contract.address
     answers = _Answers(rpc, address)
     protocol_table = table(contract.protocol)
@@ -194,10 +200,13 @@ async def detect(rpc: ChainRpc, contract: ContractConfig) -> Detection:
         pinned = dialect_named(contract.protocol, contract.dialect)
         problems = await _mismatch(answers, pinned)
         if problems:
-            raise DialectMismatchError(
+            why = (
                 f"contracts {contract.name!r} at {address}: pinned dialect {pinned.name!r} "
                 f"does not match the contract ({how}): {'; '.join(problems)}"
             )
+            if wrong_pin_fatal:
+                raise DialectMismatchError(why)
+            return found(None, "pinned", why)
         return found(pinned.name, "pinned", f"pinned, confirmed by {how}")
     tried: list[str] = []
     for dialect in protocol_table.dialects:
@@ -215,24 +224,54 @@ async def detect_all(rpc: ChainRpc, contracts: Iterable[ContractConfig]) -> Dial
     for contract in contracts:
         d = await detect(rpc, contract)
         found[d.contract] = d
-        if d.dialect is None:
-            log.warning(
-                "contract_dialect_undetermined",
-                contract=d.name,
-                address=d.contract,
-                reason=d.reason,
-                effect="indexed by topic0; the keeper leaves it alone",
-            )
-        else:
-            log.info(
-                "contract_dialect",
-                contract=d.name,
-                dialect=d.dialect,
-                source=d.source,
-                diamond=d.diamond,
-                revision=d.revision,
-            )
+        _said(d)
     return DialectBook(found)
+
+
+async def redetect(
+    rpc: ChainRpc, book: DialectBook, contract: ContractConfig, upgrade_block: int | None
+) -> DialectBook:
+    """``book`` with ``contract`` detected again after an upgrade (at ``upgrade_block``;
+    None: the upgrade seen before was rolled back); logs the change."""
+    before = book.detections.get(contract.address)
+    d = await detect(rpc, contract, wrong_pin_fatal=False)
+    undetermined = (
+        {"reason": d.reason, "effect": "the keeper leaves it alone"} if d.dialect is None else {}
+    )
+    log.warning(
+        "contract_dialect_redetected",
+        contract=d.name,
+        address=d.contract,
+        upgrade_block=upgrade_block,
+        dialect=d.dialect,
+        source=d.source,
+        revision=d.revision,
+        dialect_before=before.dialect if before is not None else None,
+        revision_before=before.revision if before is not None else None,
+        **undetermined,
+    )
+    return DialectBook({**book.detections, d.contract: d})
+
+
+def _said(d: Detection) -> None:
+    """The one log line of a detection."""
+    if d.dialect is None:
+        log.warning(
+            "contract_dialect_undetermined",
+            contract=d.name,
+            address=d.contract,
+            reason=d.reason,
+            effect="indexed by topic0; the keeper leaves it alone",
+        )
+    else:
+        log.info(
+            "contract_dialect",
+            contract=d.name,
+            dialect=d.dialect,
+            source=d.source,
+            diamond=d.diamond,
+            revision=d.revision,
+        )
 
 
 def describe(book: DialectBook) -> Sequence[dict[str, Any]]:
@@ -240,11 +279,26 @@ def describe(book: DialectBook) -> Sequence[dict[str, Any]]:
     return [d.as_dict() for d in book.detections.values()]
 
 
-def publish_dialects(book: DialectBook, conn: Db, chain_id: int, metrics: Metrics | None) -> None:
-    """Record the detections for ``keeper status`` and set ``keeper_contract_dialect``."""
+def publish_dialects(
+    book: DialectBook,
+    conn: Db,
+    chain_id: int,
+    metrics: Metrics | None,
+    before: DialectBook | None = None,
+) -> None:
+    """Record the detections for ``keeper status`` and set ``keeper_contract_dialect``
+    (a series of ``before`` that no longer holds is removed)."""
     record_dialects(conn, chain_id, describe(book))
-    if metrics is not None:
-        for d in book.detections.values():
-            metrics.contract_dialect.labels(
-                metrics.contract_label(d.contract), d.dialect or UNDETERMINED, d.source
-            ).set(1)
+    if metrics is None:
+        return
+    series = {
+        (metrics.contract_label(d.contract), d.dialect or UNDETERMINED, d.source)
+        for d in book.detections.values()
+    }
+    if before is not None:
+        for d in before.detections.values():
+            old = (metrics.contract_label(d.contract), d.dialect or UNDETERMINED, d.source)
+            if old not in series:
+                metrics.contract_dialect.remove(*old)
+    for labels in series:
+        metrics.contract_dialect.labels(*labels).set(1)

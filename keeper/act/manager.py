@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from keeper.act.chain import ChainRpc
-from keeper.act.detect import DialectBook, detect_all, publish_dialects
-from keeper.act.guards import PauseWatch, apply_job_rules, hook_blocked_detail
+from keeper.act.detect import DialectBook, detect_all, publish_dialects, redetect
+from keeper.act.guards import PauseWatch, UpgradeWatch, apply_job_rules, hook_blocked_detail
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.settle import Settler
@@ -77,9 +77,11 @@ class Keeper:
         self.outcomes = OutcomeRecorder(self.store, metrics)
         self.db = db
         self.contracts = tuple(contracts)
-        # set by the daemon from its start-up detection, else detected at recover()
+        # detected at start-up (the daemon's detect_dialects, else recover()), and again
+        # for a contract upgraded since (UpgradeWatch)
         self.dialects: DialectBook | None = None
         self.pauses = PauseWatch(db, chain_id, self.contracts, metrics)
+        self.upgrades = UpgradeWatch(db, chain_id, self.contracts)
         self._jobs: dict[tuple[str, str], JobState] = {}
         self.tx = Transactions(
             settings=settings,
@@ -154,6 +156,23 @@ class Keeper:
         """For /readyz: recovered, and the signer can pay for what it must send."""
         return self._recovered and self.balance_ok
 
+    async def detect_dialects(self) -> DialectBook:
+        """Detect and publish every configured contract's dialect (the daemon's start-up)."""
+        self.upgrades.mark()
+        self.dialects = await detect_all(self.rpc, self.contracts)
+        publish_dialects(self.dialects, self.db, self.chain_id, self.metrics)
+        return self.dialects
+
+    async def _redetect_upgraded(self) -> None:
+        """Detect again each contract upgraded since its detection (``UpgradeWatch``)."""
+        for contract, mark in self.upgrades.pending():
+            before = self.dialects or DialectBook({})
+            self.dialects = await redetect(
+                self.rpc, before, contract, mark[0] if mark is not None else None
+            )
+            publish_dialects(self.dialects, self.db, self.chain_id, self.metrics, before)
+            self.upgrades.seen(contract, mark)
+
     async def recover(self) -> None:
         """At startup: check every hash ever sent and still open before anything new is sent."""
         async with self._lock:
@@ -181,6 +200,7 @@ class Keeper:
             self._highest_head = head.number
             if not self._recovered:
                 await self._recover()
+            await self._redetect_upgraded()
             summary = TickSummary(head=head.number)
             if self.signer is not None and not self.settings.dry_run:
                 await self.settler.reconcile(head, summary)
@@ -230,8 +250,7 @@ class Keeper:
 
     async def _recover(self) -> None:
         if self.dialects is None:
-            self.dialects = await detect_all(self.rpc, self.contracts)
-            publish_dialects(self.dialects, self.db, self.chain_id, self.metrics)
+            await self.detect_dialects()
         if self.signer is not None and not self.settings.dry_run:
             self.tx.restore_nonces()
             head = await self.rpc.get_block("latest")

@@ -29,6 +29,7 @@ ARTIFACT_NAMES: tuple[str, ...] = (
     "TaskMarketEvaluatorFacet",
     "TaskMarketForwarder",
     "TaskMarketViewFacet",
+    "UpgradeableProxy",
 )
 
 Abi = list[dict[str, Any]]

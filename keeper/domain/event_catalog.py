@@ -249,6 +249,12 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _spec(_T, "ReputationRegistryUpdated", "address registry", contract_level=True),
     _spec(_T, "OwnershipTransferred", "address indexed previousOwner, address indexed newOwner",
           contract_level=True),
+    # the UUPS task market before the diamond (OpenZeppelin 5 upgradeable: a proxy's new
+    # implementation, its initializer, Ownable2Step's first step)
+    _spec(_T, "Upgraded", "address indexed implementation", contract_level=True),
+    _spec(_T, "Initialized", "uint64 version", contract_level=True),
+    _spec(_T, "OwnershipTransferStarted",
+          "address indexed previousOwner, address indexed newOwner", contract_level=True),
     # Task market before revision 14 (TaskCreated gained stakeRequired, stakeBps)
     _spec(_T, "TaskCreated", "bytes32 indexed taskId, address indexed requester, "
           "uint256 reward, bytes4 indexed mode, uint256 expiryTime", PRE14),

@@ -229,7 +229,8 @@ class Metrics:
 
         self.contract_dialect = Gauge(
             "keeper_contract_dialect",
-            "The dialect each configured contract was found (or pinned) to speak; always 1. "
+            "The dialect each configured contract was found (or pinned) to speak, at start-up "
+            "and after each upgrade; always 1. "
             'dialect="undetermined": indexed, but the keeper leaves it alone.',
             ["contract", "dialect", "source"],
             registry=r,

@@ -22,6 +22,7 @@ __all__ = [
     "escrow_locked",
     "intent_counts",
     "latest_pause",
+    "latest_upgrade",
     "overdue_intents",
     "pause_state",
     "recent_verdicts",
@@ -71,6 +72,26 @@ def pause_state(conn: Db, contract: str, *, chain_id: int | None = None) -> tupl
         latest_pause(chain_id is not None), {"contract": contract, "chain": chain_id}
     ).fetchone()
     return None if row is None else (row[0] == "Paused", int(row[1]))
+
+
+# the contract-level events that change what a contract's code answers: a UUPS proxy's
+# new implementation, an EIP-2535 diamond's facets (keeper.act.guards.UpgradeWatch)
+UPGRADE_EVENTS: Final = ("Upgraded", "DiamondCut")
+UpgradeMark = tuple[int, int, str]
+
+
+def latest_upgrade(conn: Db, contract: str, *, chain_id: int) -> UpgradeMark | None:
+    """(block, log index, block hash) of the contract's latest upgrade event; None if none.
+
+    The block hash is part of it: an upgrade that a reorg replaced at the same height is
+    another upgrade."""
+    row = conn.execute(
+        "SELECT block_number, log_index, block_hash FROM events WHERE contract = :contract "
+        f"AND subject IS NULL AND name IN {UPGRADE_EVENTS!r} AND chain_id = :chain "
+        "ORDER BY block_number DESC, log_index DESC LIMIT 1",
+        {"contract": contract, "chain": chain_id},
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
 
 
 def counts_by_status(

@@ -8,15 +8,26 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from keeper_harness import DEPLOYER, Escrows, MakeKeeper, open_db
+from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 from support import keeper_books
+from web3 import Web3
 
-from keeper.act.detect import DialectMismatchError, detect, detect_all, publish_dialects
+from keeper.act.detect import (
+    DialectMismatchError,
+    detect,
+    detect_all,
+    publish_dialects,
+    redetect,
+)
 from keeper.config import ContractConfig
+from keeper.devnet.anvil import free_port
+from keeper.devnet.deploy import deploy_contract
 from keeper.domain.model import Protocol
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
@@ -192,3 +203,117 @@ async def test_keeper_leaves_an_undetermined_contract_alone(
     assert keeper_books.all_intents(keeper.store) == []
     labels = {"contract": "commerce", "dialect": "undetermined", "source": "detected"}
     assert metrics.registry.get_sample_value("keeper_contract_dialect", labels) == 1.0
+
+
+def _dialects_now(config: Path) -> dict[str, object]:
+    """``keeper status --json``'s dialect per contract name ({} before the daemon wrote any)."""
+    status = subprocess.run(
+        [sys.executable, "-m", "keeper", "status", "--config", str(config), "--json"],
+        capture_output=True, text=True, timeout=30, env=_env(),
+    )  # fmt: skip
+    if status.returncode != 0:
+        return {}
+    return {r["name"]: r["dialect"] for r in json.loads(status.stdout)["dialects"]}
+
+
+def _dialect_series(port: int) -> set[tuple[str, str]]:
+    """(dialect, source) of every keeper_contract_dialect series the daemon exports."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "keeper_contract_dialect":
+                out.add((sample.labels["dialect"], sample.labels["source"]))
+    return out
+
+
+def test_daemon_detects_an_upgraded_contract_again(escrows: Escrows, tmp_path: Path) -> None:
+    """A proxy moved from an AgenticCommerce implementation to an ERC8183 one while the
+    daemon runs (one transaction, emitting Upgraded, as on chain): the keeper detects it
+    again, and status, metric and log say so. A reorg that takes the upgrade away has it
+    detected back as AgenticCommerce."""
+    d, control = escrows.d, escrows.control
+    w3 = Web3(Web3.HTTPProvider(escrows.url))
+    proxy = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
+    port = free_port()
+    config = tmp_path / "upgraded.toml"
+    config.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 64\npoll_interval = 0.1\n\n[database]\npath = "{tmp_path / "u.db"}"\n\n'
+        f'[api]\nlisten = "127.0.0.1:{port}"\n\n[keeper]\nenabled = true\ndry_run = true\n\n'
+        f'[log]\nformat = "json"\n\n'
+        f'[[contracts]]\nname = "up"\nprotocol = "erc8183"\naddress = "{proxy}"\n'
+        f"start_block = {control.block_number()}\n"
+    )
+    log_path = tmp_path / "daemon.log"
+
+    def until(dialect: str) -> None:
+        """Mine a block now and then (the keeper decides on new heads) until status says it."""
+        deadline = time.monotonic() + 60
+        while _dialects_now(config).get("up") != dialect:
+            assert time.monotonic() < deadline, (dialect, log_path.read_text()[-3000:])
+            control.mine()
+            time.sleep(0.3)
+
+    with log_path.open("wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "keeper", "run", "--config", str(config)],
+            stdout=out, stderr=subprocess.STDOUT, env=_env(),
+        )  # fmt: skip
+    try:
+        until("AgenticCommerce")
+        before_upgrade = control.snapshot()
+        upgrade_head = control.block_number() + 1
+        escrows.call(DEPLOYER, proxy, "upgradeTo(address)", d.erc8183)
+        until("ERC8183")
+        assert _dialect_series(port) == {("ERC8183", "detected")}  # the old series is gone
+        old_head = control.block_number()
+        control.call("evm_revert", before_upgrade)
+        control.mine(old_head - control.block_number() + 2)  # a longer chain without it
+        until("AgenticCommerce")
+        assert _dialect_series(port) == {("AgenticCommerce", "detected")}
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+    lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
+    changes = [
+        (e["dialect_before"], e["dialect"], e["upgrade_block"])
+        for e in lines
+        if e["event"] == "contract_dialect_redetected" and e["dialect_before"] != e["dialect"]
+    ]
+    assert changes[0] == ("AgenticCommerce", "ERC8183", upgrade_head)
+    # back to the proxy's first implementation: its constructor's Upgraded is the latest now
+    assert changes[1][:2] == ("ERC8183", "AgenticCommerce") and changes[1][2] < upgrade_head
+    assert len(changes) == 2
+    assert not [e for e in lines if e.get("level") == "error"], lines
+
+
+async def test_a_pin_an_upgrade_broke_leaves_the_contract_alone(
+    escrows: Escrows, rpc: RpcClient
+) -> None:
+    """Detected again after an upgrade, a pinned contract that no longer answers its pin
+    does not stop the running daemon: it becomes undetermined, with the reason."""
+    d = escrows.d
+    w3 = Web3(Web3.HTTPProvider(escrows.url))
+    proxy = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
+    pinned = _contract("up", E, proxy, "AgenticCommerce")
+    book = await detect_all(rpc, [pinned])
+    assert (book.detections[proxy].dialect, book.detections[proxy].source) == (
+        "AgenticCommerce",
+        "pinned",
+    )
+    escrows.call(DEPLOYER, proxy, "upgradeTo(address)", d.erc8183)
+    with capture_logs() as logs:
+        book = await redetect(rpc, book, pinned, 123)
+    found = book.detections[proxy]
+    assert (found.dialect, found.source) == (None, "pinned")
+    assert "pinned dialect 'AgenticCommerce' does not match" in found.reason
+    assert book.dialect(proxy) is None
+    (said,) = [e for e in logs if e["event"] == "contract_dialect_redetected"]
+    assert (said["dialect_before"], said["dialect"], said["upgrade_block"]) == (
+        "AgenticCommerce",
+        None,
+        123,
+    )
+    assert said["effect"] == "the keeper leaves it alone"

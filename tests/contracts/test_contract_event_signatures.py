@@ -146,6 +146,13 @@ EMITTER_AUX = [
         "",
     ),
     ("ReputationFeedbackFailed(bytes32 indexed taskId, uint256 indexed agentId)", "", ""),
+    ("Upgraded(address indexed implementation)", "", ""),
+    ("Initialized(uint64 version)", "", ""),
+    (
+        "OwnershipTransferStarted(address indexed previousOwner, address indexed newOwner)",
+        "",
+        "",
+    ),
     ("DefaultHooksSet(address[] hooks)", "", ""),
     ("MinAppealWindowUpdated(uint32 newMinimum)", "", ""),
 ]
