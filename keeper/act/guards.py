@@ -3,9 +3,10 @@
 - Each job is planned by its contract's detected dialect (``JOB_RULES``), not only by the
   shape of its own events: an ERC8183 deployment whose JobCreated happens to match an
   older shape still gets ERC8183's grace rule.
-- A paused contract (its last Paused/Unpaused event, from the index) gets no plans and no
-  simulations; one log line when it pauses and when it resumes, and the
-  ``keeper_contract_paused`` gauge, instead of a revert per job per block.
+- A paused contract (its last Paused/Unpaused event, from the index; an ERC8183 escrow or
+  a task market) gets no plans and no simulations; one log line when it pauses and when
+  it resumes, and the ``keeper_contract_paused`` gauge, instead of a revert per job or
+  task per block.
 - A contract upgraded since its dialect was detected (``Upgraded``, ``DiamondCut``, from
   the index) is detected again before the next plan (``UpgradeWatch``).
 - A claimRefund whose simulation reverts with an error no protocol table knows, on a job
@@ -22,7 +23,7 @@ from keeper.act.detect import DialectBook
 from keeper.act.simulate import SimResult
 from keeper.config import ContractConfig
 from keeper.domain.dialects_erc8183 import JOB_RULES
-from keeper.domain.model import JobState, Protocol
+from keeper.domain.model import JobState
 from keeper.domain.planner import ActionKind
 from keeper.domain.protocols import classify_error
 from keeper.obs.logging import get_logger
@@ -46,7 +47,9 @@ def apply_job_rules(jobs: Iterable[JobState], book: DialectBook) -> list[JobStat
 
 
 class PauseWatch:
-    """Which configured ERC-8183 contracts are paused now, said once per change."""
+    """Which configured contracts are paused now, said once per change: an ERC8183 escrow
+    (OpenZeppelin's Pausable) or a task market diamond (its owner's pause(); refundExpired,
+    finalizeVerdict and evaluatorTimeout all revert EnforcedPause meanwhile)."""
 
     def __init__(
         self,
@@ -57,7 +60,7 @@ class PauseWatch:
     ) -> None:
         self.db = db
         self.chain_id = chain_id
-        self.contracts = [c for c in contracts if c.protocol is Protocol.ERC8183]
+        self.contracts = list(contracts)
         self.metrics = metrics
         self._paused: dict[str, int] = {}
 
@@ -77,7 +80,7 @@ class PauseWatch:
                     "keeper_contract_paused",
                     contract=contract,
                     since_block=block,
-                    effect="no claimRefund is planned or simulated until it is unpaused",
+                    effect="nothing is planned or simulated there until it is unpaused",
                 )
         for contract in self._paused.keys() - now.keys():
             log.info("keeper_contract_unpaused", contract=contract)

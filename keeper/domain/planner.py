@@ -289,7 +289,7 @@ def plan(
                 "(batchDetachHook) to let the refund through",
             )
         decisions.append(decision)
-    decisions += [plan_task(t, now, denied) for t in tasks]
+    decisions += [plan_task(t, now, denied) for t in tasks if t.contract not in paused]
     for decision in decisions:
         if isinstance(decision, Report):
             result.reports.append(decision)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from keeper_harness import CLIENT, Escrows, MakeKeeper, address_of
+from keeper_harness import CLIENT, DEPLOYER, Escrows, MakeKeeper, address_of
 from support import keeper_books
 from taskmarket_harness import REWARD, Diamond
 
@@ -18,6 +18,7 @@ from keeper.domain.model import TaskState, TaskStatus
 from keeper.domain.taskmodes import BOUNTY
 from keeper.errors import RetryableError
 from keeper.indexing import build_indexing
+from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 from keeper.store.db import connect
 from keeper.store.migrations import migrate
@@ -179,3 +180,34 @@ async def test_old_and_new_shapes_fill_the_same_tables(
         )
     }
     assert variants == {(dm.address, "current"), (legacy, "pre14")}
+
+
+async def test_paused_diamond_gets_no_simulation_until_unpaused(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index, tmp_path: Path
+) -> None:
+    """The owner pauses the diamond: an expired task is neither planned nor simulated
+    (refundExpired would revert EnforcedPause every few blocks), the gauge says so; once
+    unpaused the task is refunded. The keeper reads the pause from the index it shares."""
+    dm = Diamond(escrows)
+    task_id = dm.create(400)
+    expiry = dm.task(task_id).expiry_time
+    dm.direct(DEPLOYER, "pause()")
+    metrics = Metrics(contract_names={dm.address: "taskmarket"})
+    keeper = make_keeper(db=tmp_path / "e2e.db", metrics=metrics)
+    escrows.control.mine_at(expiry + 1)
+    for _ in range(6):
+        await index.to_head()
+        head = await rpc.get_block("latest")
+        assert head is not None
+        summary = await keeper.tick(head, [], index.live())
+        assert summary.simulated == [] and list(summary.paused) == [dm.address]
+        escrows.control.mine()
+    assert keeper_books.all_intents(keeper.store) == []
+    paused = {"contract": "taskmarket"}
+    assert metrics.registry.get_sample_value("keeper_contract_paused", paused) == 1.0
+    dm.direct(DEPLOYER, "unpause()")
+    assert await _tick(rpc, keeper, index) == 1
+    escrows.control.mine()
+    await index.to_head()
+    assert index.task(dm.address, task_id).status is TaskStatus.EXPIRED
+    assert metrics.registry.get_sample_value("keeper_contract_paused", paused) == 0.0

@@ -330,11 +330,14 @@ class TestERC8183Rules:
         assert plan_job(job(JobStatus.OPEN, dialect="erc8183"), T0 + 9, cfg) is None
 
     def test_paused_contract_gets_nothing_planned(self) -> None:
-        """No action and no report on a paused contract; other contracts are unaffected."""
+        """No action and no report on a paused contract, an escrow's jobs or a task market's
+        tasks; other contracts are unaffected."""
         other = job(JobStatus.FUNDED, dialect="erc8183", contract="0x" + "99" * 20)
         mine = job(JobStatus.FUNDED, dialect="erc8183")
-        result = plan([mine, other], [], head(T0), ONE, paused={C})
-        assert [a.contract for a in result.actions] == [other.contract]
+        market = "0x" + "77" * 20
+        tasks = [task(TaskStatus.OPEN), task(TaskStatus.OPEN, contract=market)]
+        result = plan([mine, other], tasks, head(T0 + 1), ONE, paused={C})
+        assert sorted(a.contract for a in result.actions) == sorted([other.contract, market])
         assert result.reports == []
 
     def test_hook_blocked_is_reported_until_detached_or_retry(self) -> None:
