@@ -402,11 +402,12 @@ def _detail_exprs(
         if parts.intents
         else "'[]'"
     )
-    tail = [("intents", intents)]
-    if kind == "jobs":
-        paused = f"(SELECT name FROM ({latest_pause(by_chain)}) AS subquery_pause) = 'Paused'"
-        tail.append(("contract_paused", f"CASE WHEN {paused} THEN 'true' ELSE 'false' END"))
-    tail.append(("contract_name", sql["quote"]))
+    paused = f"(SELECT name FROM ({latest_pause(by_chain)}) AS subquery_pause) = 'Paused'"
+    tail = [
+        ("intents", intents),
+        ("contract_paused", f"CASE WHEN {paused} THEN 'true' ELSE 'false' END"),
+        ("contract_name", sql["quote"]),
+    ]
     if kind == "jobs":
         found = (
             f"coalesce((SELECT {sql['verification']} FROM verifications WHERE chain_id = :chain "
@@ -443,7 +444,7 @@ def detail_statement(
     contract name, or NULL) and, ``by_chain``, ``:chain``. The object is the
     row's :func:`wire_object` followed by ``events`` (chain order), ``reads`` (where
     each view read came from, chain order), ``intents``
-    (oldest first), for jobs ``contract_paused``, then ``contract_name`` and,
+    (oldest first), ``contract_paused``, then ``contract_name`` and,
     for jobs, ``verification`` (the latest, or null; null without a chain:
     verifications are per chain). The parts are JSON texts joined as text
     (:func:`_array`): each is built once and never parsed again.

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from api_support import build_app
-from api_world import ACP, CHAIN_ID, World
+from api_world import ACP, CHAIN_ID, TM, World
 
 from keeper.store import queries
 from keeper.store.db import connect
@@ -39,16 +39,25 @@ async def get_json(client: Client, path: str, status: int = 200) -> Any:
     return await response.json()
 
 
-def _pause(path: Path, contract: str) -> None:
+def _pause(path: Path, contract: str, protocol: str) -> None:
     """A contract-level Paused event, as the indexer stores one."""
     conn = connect(path)
     block = conn.execute("SELECT max(number), max(timestamp) FROM blocks").fetchone()
     conn.execute(
         "INSERT INTO events (chain_id, block_hash, log_index, block_number, block_timestamp,"
         " tx_hash, tx_index, contract, protocol, name, variant, subject, args_json,"
-        " topics_json, data_hex) VALUES (?, ?, 999, ?, ?, ?, 0, ?, 'erc8183', 'Paused',"
+        " topics_json, data_hex) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 'Paused',"
         " 'v1', NULL, '{}', '[]', '0x')",
-        [CHAIN_ID, "0x" + "ab" * 32, block[0], block[1], "0x" + "cd" * 32, contract],
+        [
+            CHAIN_ID,
+            "0x" + "ab" * 32,
+            999 if protocol == "erc8183" else 998,
+            block[0],
+            block[1],
+            "0x" + "cd" * 32,
+            contract,
+            protocol,
+        ],
     )
     conn.close()
 
@@ -83,9 +92,8 @@ def _expected(conn: sqlite3.Connection, kind: str, item: dict[str, Any]) -> dict
     ]  # fmt: skip
     out = {k: v for k, v in item.items() if k != "contract_name"}
     out |= {"events": events, "reads": reads, "intents": intents}
-    if kind == "jobs":
-        paused = queries.pause_state(conn, contract, chain_id=CHAIN_ID)
-        out["contract_paused"] = bool(paused and paused[0])
+    paused = queries.pause_state(conn, contract, chain_id=CHAIN_ID)
+    out["contract_paused"] = bool(paused and paused[0])
     out["contract_name"] = item["contract_name"]
     if kind == "jobs":
         row = get_verification(conn, CHAIN_ID, contract, subject)
@@ -106,14 +114,16 @@ def _expected(conn: sqlite3.Connection, kind: str, item: dict[str, Any]) -> dict
 async def paused(world: World, tmp_path: Path) -> AsyncIterator[tuple[Client, Path]]:
     copy = tmp_path / "paused.db"
     shutil.copy(world.path, copy)
-    _pause(copy, ACP)
+    _pause(copy, ACP, "erc8183")
+    _pause(copy, TM, "taskmarket")
     async with TestClient(TestServer(build_app(World(copy), inline_lookups=True))) as c:
         yield c, copy
 
 
 async def test_every_detail_is_its_rows(paused: tuple[Client, Path], world: World) -> None:
     """Each job's and task's detail equals the one rebuilt from its tables, key order too:
-    events in chain order, the keeper's intents, the contract paused, the verification."""
+    events in chain order, the keeper's intents, the contract paused (the escrow and the
+    task market), the verification."""
     client, path = paused
     conn = connect(path, readonly=True)
     seen = {"intents": 0, "verification": 0}
@@ -129,8 +139,7 @@ async def test_every_detail_is_its_rows(paused: tuple[Client, Path], world: Worl
                 assert detail["events"]
                 seen["intents"] += bool(detail["intents"])
                 seen["verification"] += detail.get("verification") is not None
-                if kind == "jobs":
-                    assert detail["contract_paused"] is True
+                assert detail["contract_paused"] is True  # both contracts are paused
     finally:
         conn.close()
     assert seen == {"intents": 1, "verification": 1}, "the world has one of each"

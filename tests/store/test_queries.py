@@ -214,7 +214,7 @@ class TestOne:
         task = json.loads(text)
         assert task["verdict_type"] == "approve" and task["contract_name"] == "tm"
         assert isinstance(task["extra"], dict) and task["reward"] == row["reward"]
-        assert "verification" not in task and "contract_paused" not in task
+        assert "verification" not in task and task["contract_paused"] is False
 
 
 class TestAggregates:
