@@ -31,7 +31,7 @@ from keeper.obs.metrics import Metrics
 from keeper.store.db import Db
 from keeper.store.queries import UpgradeMark, latest_upgrade, pause_state
 
-__all__ = ["PauseWatch", "apply_job_rules", "hook_blocked_detail"]
+__all__ = ["PauseWatch", "UpgradeWatch", "apply_job_rules", "hook_blocked_detail"]
 
 log = get_logger(__name__)
 

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from keeper.store.db import Db
 
 __all__ = [
+    "UPGRADE_EVENTS",
+    "UpgradeMark",
     "block_timestamp",
     "counts_by_status",
     "escrow_locked",
