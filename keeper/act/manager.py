@@ -35,6 +35,7 @@ from keeper.domain.planner import Action, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
+from keeper.rpc.errors import RpcError
 from keeper.store.claims import Claims
 from keeper.store.db import Db
 from keeper.store.intents import Intent, IntentStore, Outcome
@@ -82,6 +83,7 @@ class Keeper:
         self.dialects: DialectBook | None = None
         self.pauses = PauseWatch(db, chain_id, self.contracts, metrics)
         self.upgrades = UpgradeWatch(db, chain_id, self.contracts)
+        self._redetect_failing: set[str] = set()  # said once per failing streak
         self._jobs: dict[tuple[str, str], JobState] = {}
         self.tx = Transactions(
             settings=settings,
@@ -163,15 +165,35 @@ class Keeper:
         publish_dialects(self.dialects, self.db, self.chain_id, self.metrics)
         return self.dialects
 
-    async def _redetect_upgraded(self) -> None:
-        """Detect again each contract upgraded since its detection (``UpgradeWatch``)."""
+    async def _redetect_upgraded(self) -> set[str]:
+        """Detect again each contract upgraded since its detection (``UpgradeWatch``).
+
+        Returns the contracts whose detection failed on an RPC error: nothing is planned
+        on them (their old dialect may be wrong now) and they are tried again next tick,
+        while every other contract is kept as usual. Said once until it succeeds."""
+        held: set[str] = set()
         for contract, mark in self.upgrades.pending():
             before = self.dialects or DialectBook({})
-            self.dialects = await redetect(
-                self.rpc, before, contract, mark[0] if mark is not None else None
-            )
+            try:
+                self.dialects = await redetect(
+                    self.rpc, before, contract, mark[0] if mark is not None else None
+                )
+            except RpcError as exc:
+                held.add(contract.address)
+                if contract.address not in self._redetect_failing:
+                    self._redetect_failing.add(contract.address)
+                    log.warning(
+                        "contract_redetect_failed",
+                        contract=contract.name,
+                        address=contract.address,
+                        error=str(exc),
+                        effect="nothing is planned there until it is detected again",
+                    )
+                continue
+            self._redetect_failing.discard(contract.address)
             publish_dialects(self.dialects, self.db, self.chain_id, self.metrics, before)
             self.upgrades.seen(contract, mark)
+        return held
 
     async def recover(self) -> None:
         """At startup: check every hash ever sent and still open before anything new is sent."""
@@ -200,7 +222,7 @@ class Keeper:
             self._highest_head = head.number
             if not self._recovered:
                 await self._recover()
-            await self._redetect_upgraded()
+            held = await self._redetect_upgraded()
             summary = TickSummary(head=head.number)
             if self.signer is not None and not self.settings.dry_run:
                 await self.settler.reconcile(head, summary)
@@ -220,8 +242,11 @@ class Keeper:
                 paused=summary.paused.keys(),
                 hook_blocked=self.store.hook_blocked(),
             )
-            # a contract whose dialect is undetermined is left alone (said once, at start-up)
-            result.actions = [a for a in result.actions if book.callable(a)]
+            # a contract whose dialect is undetermined is left alone (said once, at start-up),
+            # and one upgraded whose detection failed this tick until it succeeds
+            result.actions = [
+                a for a in result.actions if book.callable(a) and a.contract not in held
+            ]
             if self.signer is not None and not self.settings.dry_run:
                 self._retire_undue(result.actions)
             summary.reports = result.reports

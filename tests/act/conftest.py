@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from keeper_harness import KEEPER_KEYS, Escrows, MakeKeeper, make_rpc, open_db
 
 from keeper.act import Keeper, KeeperSettings, Signer
+from keeper.config import ContractConfig
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.obs.metrics import Metrics
@@ -28,7 +29,8 @@ async def rpc(anvil: AnvilProcess) -> AsyncIterator[RpcClient]:
 
 @pytest.fixture
 def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
-    """Build a keeper with its own database; keyword overrides go to KeeperSettings."""
+    """Build a keeper with its own database (or ``db``) over the devnet's escrows (or
+    ``contracts``); keyword overrides go to KeeperSettings."""
 
     def build(
         index: int = 0,
@@ -36,6 +38,7 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
         client: RpcClient | None = None,
         db: Path | None = None,
         metrics: Metrics | None = None,
+        contracts: Sequence[ContractConfig] | None = None,
         **overrides: object,
     ) -> Keeper:
         settings = KeeperSettings(
@@ -54,7 +57,7 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
             db=open_db(db or tmp_path / f"keeper{index}.db"),
             signer=Signer(KEEPER_KEYS[index]),
             metrics=metrics,
-            contracts=escrows.d.contract_configs(),
+            contracts=escrows.d.contract_configs() if contracts is None else contracts,
         )
 
     return build

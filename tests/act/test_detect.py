@@ -12,10 +12,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from keeper_harness import DEPLOYER, Escrows, MakeKeeper, open_db
+from erc8183_flows import Harness  # the daemon's indexer (tests/sync/sync_support.py)
+from keeper_harness import DEPLOYER, Escrows, MakeKeeper, head, make_rpc, open_db
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 from support import keeper_books
+from support.rpc_proxy import RpcProxy
 from web3 import Web3
 
 from keeper.act.detect import (
@@ -25,7 +27,7 @@ from keeper.act.detect import (
     publish_dialects,
     redetect,
 )
-from keeper.config import ContractConfig
+from keeper.config import ContractConfig, load_config
 from keeper.devnet.anvil import free_port
 from keeper.devnet.deploy import deploy_contract
 from keeper.domain.model import Protocol
@@ -317,3 +319,60 @@ async def test_a_pin_an_upgrade_broke_leaves_the_contract_alone(
         123,
     )
     assert said["effect"] == "the keeper leaves it alone"
+
+
+async def test_a_failed_detection_after_an_upgrade_holds_that_contract_only(
+    escrows: Escrows, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """The node fails every call to the contract just upgraded: the keeper goes on ticking
+    and keeps the other escrow as usual, plans nothing on the upgraded one (its old
+    dialect may be wrong now), says so once, and detects it once the node answers."""
+    d, control = escrows.d, escrows.control
+    w3 = Web3(Web3.HTTPProvider(escrows.url))
+    proxy = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
+    contracts = [_contract("commerce", E, d.commerce), _contract("up", E, proxy)]
+    config = tmp_path / "held.toml"
+    config.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\n\n[database]\npath = "{tmp_path / "held.db"}"\n\n'
+        f"[api]\nenabled = false\n\n"
+        + "".join(
+            f'[[contracts]]\nname = "{c.name}"\nprotocol = "erc8183"\naddress = "{c.address}"\n'
+            f"start_block = {d.start_block}\n\n"
+            for c in contracts
+        )
+    )
+    index = Harness(load_config(config))
+    async with RpcProxy(escrows.url) as node:
+        client = make_rpc(node.url, attempts=1)
+        keeper = make_keeper(db=tmp_path / "held.db", client=client, contracts=contracts)
+        try:
+            await keeper.detect_dialects()
+            escrows.call(DEPLOYER, proxy, "upgradeTo(address)", d.erc8183)
+            expiry = escrows.now() + 100
+            ids = escrows.funded_jobs(1, expiry)
+            control.mine_at(expiry)
+            await index.to_head()
+            node.rules.on("eth_call", to=proxy, error=10**6, error_code=-32603,
+                          error_message="internal error")  # fmt: skip
+            with capture_logs() as logs:
+                for _ in range(2):
+                    summary = await keeper.tick(await head(client), escrows.jobs(ids), [])
+                    control.mine()
+            failed = [e for e in logs if e["event"] == "contract_redetect_failed"]
+            assert len(failed) == 1 and failed[0]["contract"] == "up", failed
+            assert keeper.dialects is not None and keeper.dialects.dialect(proxy) is not None
+            assert keeper.dialects.detections[proxy].dialect == "AgenticCommerce"
+            # the other escrow's due refund went out in the first tick
+            assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
+            assert summary.planned == 0
+            node.rules.clear()
+            with capture_logs() as logs:
+                await keeper.tick(await head(client), escrows.jobs(ids), [])
+            (said,) = [e for e in logs if e["event"] == "contract_dialect_redetected"]
+            assert (said["dialect_before"], said["dialect"]) == ("AgenticCommerce", "ERC8183")
+            assert keeper.dialects.detections[proxy].dialect == "ERC8183"
+        finally:
+            await client.close()
+            await index.rpc.close()
+            index.conn.close()
