@@ -238,7 +238,10 @@ async def redetect(
     undetermined = (
         {"reason": d.reason, "effect": "the keeper leaves it alone"} if d.dialect is None else {}
     )
-    log.warning(
+    # a warning when the calls change; the same dialect again (an upgrade of the code
+    # behind the same interface, or history indexed after the start-up detection) is info
+    same = before is not None and (before.dialect, before.revision) == (d.dialect, d.revision)
+    (log.info if same else log.warning)(
         "contract_dialect_redetected",
         contract=d.name,
         address=d.contract,

@@ -279,10 +279,15 @@ def test_daemon_detects_an_upgraded_contract_again(escrows: Escrows, tmp_path: P
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
     lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
+    redetected = [e for e in lines if e["event"] == "contract_dialect_redetected"]
+    # a change of dialect is a warning; the same one again (the proxy's first Upgraded,
+    # indexed after the start-up detection) is info
+    assert all((e["level"] == "warning") == (e["dialect_before"] != e["dialect"])
+               for e in redetected), redetected  # fmt: skip
     changes = [
         (e["dialect_before"], e["dialect"], e["upgrade_block"])
-        for e in lines
-        if e["event"] == "contract_dialect_redetected" and e["dialect_before"] != e["dialect"]
+        for e in redetected
+        if e["dialect_before"] != e["dialect"]
     ]
     assert changes[0] == ("AgenticCommerce", "ERC8183", upgrade_head)
     # back to the proxy's first implementation: its constructor's Upgraded is the latest now
