@@ -9,10 +9,27 @@ import {TaskMarketBase} from "./TaskMarketBase.sol";
 /// an unrouted selector answers Error("Diamond: function not found"); the loupe answers
 /// facetAddress(bytes4), and diamondVersion() the revision.
 ///
-/// The routing is fixed at construction (no diamondCut): the devnet never upgrades.
+/// The owner changes the routing with EIP-2535's diamondCut, which emits DiamondCut as an
+/// upgrade of the deployed diamond does. Devnet simplification: no initializer call.
 contract TaskMarket is TaskMarketBase {
+    enum FacetCutAction {
+        Add,
+        Replace,
+        Remove
+    }
+
+    struct FacetCut {
+        address facetAddress;
+        FacetCutAction action;
+        bytes4[] functionSelectors;
+    }
+
+    event DiamondCut(FacetCut[] _diamondCut, address _init, bytes _calldata);
+
     error LengthMismatch();
     error SelectorTaken(bytes4 selector);
+    error SelectorNotRouted(bytes4 selector);
+    error InvalidCut();
 
     constructor(
         address owner_,
@@ -45,6 +62,29 @@ contract TaskMarket is TaskMarketBase {
 
     function diamondVersion() external pure returns (uint256) {
         return REVISION;
+    }
+
+    /// Add routes unrouted selectors to a facet, Replace moves routed ones, Remove (facet
+    /// zero) unroutes them; ``_init`` must be zero (the devnet runs no initializer).
+    function diamondCut(FacetCut[] calldata cuts, address _init, bytes calldata _calldata)
+        external
+    {
+        AppStorage storage s = _s();
+        if (msg.sender != s.owner) revert NotOwner();
+        if (_init != address(0) || _calldata.length != 0) revert InvalidCut();
+        for (uint256 i = 0; i < cuts.length; ++i) {
+            FacetCut calldata cut = cuts[i];
+            bool removing = cut.action == FacetCutAction.Remove;
+            if (removing != (cut.facetAddress == address(0))) revert InvalidCut();
+            for (uint256 j = 0; j < cut.functionSelectors.length; ++j) {
+                bytes4 sel = cut.functionSelectors[j];
+                bool routed = s.facets[sel] != address(0);
+                if (cut.action == FacetCutAction.Add && routed) revert SelectorTaken(sel);
+                if (cut.action != FacetCutAction.Add && !routed) revert SelectorNotRouted(sel);
+                s.facets[sel] = cut.facetAddress;
+            }
+        }
+        emit DiamondCut(cuts, _init, _calldata);
     }
 
     fallback() external {

@@ -20,6 +20,7 @@ from eth_abi.abi import decode, encode
 from eth_account import Account
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
+from support.abi_events import split_types
 
 from keeper.act import Keeper
 from keeper.devnet.anvil import DEV_KEYS, ChainControl, rpc_call
@@ -44,19 +45,6 @@ APPEAL_WINDOW = 600
 @functools.cache
 def address_of(key: str) -> str:
     return str(Account.from_key(key).address).lower()
-
-
-def split_types(inner: str) -> list[str]:
-    """Top-level comma split of an ABI parameter list (tuples stay whole)."""
-    out, depth, current = [], 0, ""
-    for ch in inner:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(current)
-            current = ""
-        else:
-            current += ch
-    return [*out, current] if current else out
 
 
 def calldata(signature: str, *args: Any) -> str:

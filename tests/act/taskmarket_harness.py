@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from eth_abi.abi import encode
 from eth_utils.crypto import keccak
 from keeper_harness import CLIENT, DEPLOYER, EVALUATOR, RESOLVER, WORKER, Escrows, address_of
+from support.abi_events import split_types
 
 from keeper.devnet.anvil import rpc_call
 from keeper.domain.model import TaskState, TaskStatus
@@ -28,20 +29,8 @@ REWARD = 5 * 10**6
 
 def _call(signature: str, *args: object) -> bytes:
     inner = signature[signature.index("(") + 1 : -1]
-    types = _split(inner)
+    types = split_types(inner)
     return keccak(text=signature)[:4] + encode(types, list(args))
-
-
-def _split(inner: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in inner:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur] if cur else out
 
 
 @dataclass

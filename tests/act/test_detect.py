@@ -381,3 +381,54 @@ async def test_a_failed_detection_after_an_upgrade_holds_that_contract_only(
             await client.close()
             await index.rpc.close()
             index.conn.close()
+
+
+async def test_a_diamond_cut_has_the_diamond_detected_again(
+    escrows: Escrows, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """The owner's diamondCut unroutes refundExpired(bytes32,uint256): the keeper detects
+    the diamond again, no task-market dialect fits it now, and it is left alone; a second
+    cut routes the selector back, and it is TaskMarket again."""
+    d, zero = escrows.d, "0x" + "00" * 20
+    contracts = [_contract("taskmarket", T, d.taskmarket)]
+    config = tmp_path / "cut.toml"
+    config.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\n\n[database]\npath = "{tmp_path / "cut.db"}"\n\n'
+        f'[api]\nenabled = false\n\n[[contracts]]\nname = "taskmarket"\nprotocol = "taskmarket"\n'
+        f'address = "{d.taskmarket}"\nstart_block = {d.start_block}\n'
+    )
+    index = Harness(load_config(config))
+    client = make_rpc(escrows.url)
+    keeper = make_keeper(db=tmp_path / "cut.db", client=client, contracts=contracts)
+    cut = "diamondCut((address,uint8,bytes4[])[],address,bytes)"
+    refund = bytes.fromhex("3e91a36b")  # refundExpired(bytes32,uint256)
+    loupe = escrows.view(d.taskmarket, "0xcdffacc6" + refund.hex() + "00" * 28)  # facetAddress
+    facet = "0x" + loupe[-20:].hex()
+
+    async def redetected() -> dict[str, object]:
+        await index.to_head()
+        with capture_logs() as logs:
+            await keeper.tick(await head(client), [], [])
+        (said,) = [e for e in logs if e["event"] == "contract_dialect_redetected"]
+        return said
+
+    try:
+        await keeper.detect_dialects()
+        escrows.call(DEPLOYER, d.taskmarket, cut, [(zero, 2, [refund])], zero, b"")  # Remove
+        said = await redetected()
+        assert (said["dialect_before"], said["dialect"], said["log_level"]) == (
+            "TaskMarket",
+            None,
+            "warning",
+        )
+        assert "no taskmarket dialect matches" in str(said["reason"])
+        assert keeper.dialects is not None and keeper.dialects.dialect(d.taskmarket) is None
+        escrows.call(DEPLOYER, d.taskmarket, cut, [(facet, 0, [refund])], zero, b"")  # Add
+        said = await redetected()
+        assert (said["dialect_before"], said["dialect"]) == (None, "TaskMarket")
+        assert keeper.dialects.detections[d.taskmarket].revision == 21
+    finally:
+        await client.close()
+        await index.rpc.close()
+        index.conn.close()

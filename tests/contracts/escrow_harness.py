@@ -52,9 +52,18 @@ def topic0(signature: str) -> str:
     return "0x" + keccak(text=signature).hex()
 
 
+def canonical_type(param: dict[str, Any]) -> str:
+    """An ABI parameter's type as a signature spells it: a tuple as its components."""
+    kind = str(param["type"])
+    if kind.startswith("tuple"):
+        inner = ",".join(canonical_type(c) for c in param["components"])
+        return f"({inner}){kind[len('tuple') :]}"
+    return kind
+
+
 def event_signature(entry: dict[str, Any]) -> str:
-    """Canonical signature of an ABI event entry (our events use only elementary types)."""
-    return f"{entry['name']}({','.join(i['type'] for i in entry['inputs'])})"
+    """Canonical signature of an ABI event entry."""
+    return f"{entry['name']}({','.join(canonical_type(i) for i in entry['inputs'])})"
 
 
 @dataclass(frozen=True)
@@ -88,8 +97,10 @@ def decode_logs(abi: list[dict[str, Any]], logs: Any) -> list[Ev]:
         plain = [i for i in entry["inputs"] if not i["indexed"]]
         args: dict[str, Any] = {}
         for inp, topic in zip(indexed, topics[1:], strict=True):
-            args[inp["name"]] = _norm(eth_abi.decode([inp["type"]], bytes.fromhex(topic[2:]))[0])
-        values = eth_abi.decode([i["type"] for i in plain], bytes(log["data"]))
+            args[inp["name"]] = _norm(
+                eth_abi.decode([canonical_type(inp)], bytes.fromhex(topic[2:]))[0]
+            )
+        values = eth_abi.decode([canonical_type(i) for i in plain], bytes(log["data"]))
         for inp, value in zip(plain, values, strict=True):
             args[inp["name"]] = _norm(value)
         out.append(Ev(entry["name"], event_signature(entry), args, str(log["address"]).lower()))

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from escrow_harness import event_signature, topic0
+from escrow_harness import canonical_type, event_signature, topic0
+from support.abi_events import split_types
 
 from keeper.devnet.contracts import load_abi
 
@@ -229,7 +230,16 @@ EXPECTED = {
     "AgenticCommerce": CURRENT_8183 + COMMON_8183,
     "LegacyAgenticCommerce": LEGACY_8183 + COMMON_8183,
     "LegacyTaskMarket": PRE14_CREATED + CURRENT_TASKS,
-    "TaskMarket": REV21_TASKS + CURRENT_TASKS + DIAMOND_AUX,
+    "TaskMarket": [
+        *REV21_TASKS,
+        *CURRENT_TASKS,
+        *DIAMOND_AUX,
+        (
+            "DiamondCut((address,uint8,bytes4[])[] _diamondCut, address _init, bytes _calldata)",
+            "",
+            "",
+        ),
+    ],
     "EventEmitter": [
         *ALL,
         *DIAMOND_AUX,
@@ -246,7 +256,7 @@ def parse(declaration: str) -> tuple[str, list[Param]]:
     match = re.fullmatch(r"(\w+)\((.*)\)", declaration)
     assert match, declaration
     params: list[Param] = []
-    for part in filter(None, (p.strip() for p in match.group(2).split(","))):
+    for part in filter(None, (p.strip() for p in split_types(match.group(2)))):
         words = part.split()
         params.append((words[0], words[-1], "indexed" in words[1:-1]))
     return match.group(1), params
@@ -288,5 +298,5 @@ def test_indexed_flags_and_names_match(contract: str) -> None:
     for declaration, _, _ in EXPECTED[contract]:
         _, params = parse(declaration)
         entry = events[topic0(signature(declaration))]
-        got = [(i["type"], i["name"], bool(i["indexed"])) for i in entry["inputs"]]
+        got = [(canonical_type(i), i["name"], bool(i["indexed"])) for i in entry["inputs"]]
         assert got == params, declaration

@@ -6,7 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import eth_abi
-from escrow_harness import CLIENT, EVALUATOR, PROVIDER, RESOLVER, STRANGER, USDC, Chain, address_of
+from escrow_harness import (
+    CLIENT,
+    DEPLOYER,
+    EVALUATOR,
+    PROVIDER,
+    RESOLVER,
+    STRANGER,
+    USDC,
+    Chain,
+    address_of,
+)
 from eth_utils import keccak
 from web3.contract.contract import ContractFunction
 
@@ -76,6 +86,28 @@ class TestDiamond:
         out = bytes.fromhex(str(trace["output"])[2:])
         assert out[:4] == keccak(text="Error(string)")[:4]
         assert eth_abi.decode(["string"], out[4:]) == ("Diamond: function not found",)
+
+    def test_diamond_cut_reroutes_for_its_owner_only(self, c: Chain) -> None:
+        """EIP-2535's diamondCut: Remove unroutes, Add routes back, each emitting DiamondCut;
+        the owner only, no initializer, and every rule of the three actions enforced."""
+        refund = keccak(text="refundExpired(bytes32,uint256)")[:4]
+        old = keccak(text="refundExpired(bytes32)")[:4]
+        route = c.dm.functions.facetAddress
+        facet = route(refund).call()
+        cut = c.dm.functions.diamondCut
+        c.expect_revert(STRANGER, cut([(ZERO, 2, [refund])], ZERO, b""), "NotOwner()")
+        c.expect_revert(DEPLOYER, cut([(ZERO, 2, [refund])], facet, b""), "InvalidCut()")
+        c.expect_revert(DEPLOYER, cut([(facet, 2, [refund])], ZERO, b""), "InvalidCut()")
+        c.expect_revert(DEPLOYER, cut([(facet, 0, [refund])], ZERO, b""), "SelectorTaken(bytes4)")
+        c.expect_revert(DEPLOYER, cut([(facet, 1, [old])], ZERO, b""),
+                        "SelectorNotRouted(bytes4)")  # fmt: skip
+        receipt = c.send(DEPLOYER, cut([(ZERO, 2, [refund])], ZERO, b""))
+        assert route(refund).call() == ZERO
+        (event,) = c.events(receipt, c.dm)
+        assert event.name == "DiamondCut"
+        assert list(event.args["_diamondCut"]) == [(ZERO, 2, (refund,))]
+        c.send(DEPLOYER, cut([(facet, 0, [refund])], ZERO, b""))
+        assert route(refund).call() == facet
 
     def test_keeper_errors_match_the_table(self, c: Chain) -> None:
         """Every error the devnet diamond declares that the keeper table names has its selector."""
