@@ -29,6 +29,7 @@ from keeper.compose import build_rpc
 from keeper.config import load_config
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment, deploy_all
+from keeper.domain.dialects import arg_types
 from keeper.domain.taskmodes import CLAIM
 from keeper.indexing import build_indexing
 from keeper.store.db import connect
@@ -126,7 +127,7 @@ def expiring_tasks(url: str, d: Deployment, n: int, expired_at: int) -> None:
     try:
         for start in range(0, n, 200):
             at = chain.timestamp() + 1
-            inner = calldata(_CREATE_TASK, _split_types(_CREATE_TASK), [
+            inner = calldata(_CREATE_TASK, list(arg_types(_CREATE_TASK)), [
                 (BUDGET, expired_at - at, bytes.fromhex(CLAIM[2:]), 0, 0, b"\0" * 4),
                 (False, 0), ([], b""), (b"\0" * 32, "", []), (zero, 0, 0, 0, 0, zero),
             ])  # fmt: skip
@@ -138,18 +139,6 @@ def expiring_tasks(url: str, d: Deployment, n: int, expired_at: int) -> None:
             wait_receipts(url, hashes)
     finally:
         chain.set_automine(True)
-
-
-def _split_types(signature: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in signature[signature.index("(") + 1 : -1]:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur] if cur else out
 
 
 def erc8183_funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["decode", "encode", "padded", "word"]
+__all__ = ["decode", "encode", "padded", "split_types", "word"]
 
 _ELEMENTARY = re.compile(r"(u?int)(\d*)|address|bool|bytes(\d*)|string")
 _ADDRESS = re.compile(r"0x[0-9a-f]{40}")
@@ -38,6 +38,20 @@ def encode(types: Sequence[str], values: Sequence[Any]) -> bytes:
     from eth_abi.abi import encode as eth_encode
 
     return bytes(eth_encode(types, values))
+
+
+def split_types(params: str) -> list[str]:
+    """A parameter list split at its top-level commas, so a tuple type stays whole:
+    ``"uint256,(address,bytes4[])[]"`` is two types."""
+    out, depth, current = [], 0, ""
+    for ch in params:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*out, current] if current else out
 
 
 def word(value: int) -> bytes:

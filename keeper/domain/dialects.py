@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from keeper.domain.abi import decode, encode
+from keeper.domain.abi import decode, encode, split_types
 from keeper.domain.event_catalog import SPECS, EventSpec
 from keeper.domain.hashing import keccak
 from keeper.domain.model import Protocol
@@ -51,9 +51,8 @@ def selector(signature: str) -> bytes:
 
 
 def arg_types(signature: str) -> tuple[str, ...]:
-    """The parameter types of a flat signature (no tuple parameters in these tables)."""
-    inner = signature[signature.index("(") + 1 : -1]
-    return tuple(inner.split(",")) if inner else ()
+    """The parameter types of a signature (a tuple parameter is one type)."""
+    return tuple(split_types(signature[signature.index("(") + 1 : -1]))
 
 
 class ErrorClass(StrEnum):

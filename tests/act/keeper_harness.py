@@ -20,11 +20,11 @@ from eth_abi.abi import decode, encode
 from eth_account import Account
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
-from support.abi_events import split_types
 
 from keeper.act import Keeper
 from keeper.devnet.anvil import DEV_KEYS, ChainControl, rpc_call
 from keeper.devnet.deploy import Deployment
+from keeper.domain.dialects import arg_types
 from keeper.domain.model import BlockHeader, JobState, JobStatus, TaskState, TaskStatus
 from keeper.rpc.client import RpcClient
 from keeper.rpc.config import EndpointConfig
@@ -49,7 +49,7 @@ def address_of(key: str) -> str:
 
 def calldata(signature: str, *args: Any) -> str:
     """ABI-encoded call of a signature such as ``fund(uint256,uint256,bytes)``."""
-    types = split_types(signature[signature.index("(") + 1 : -1])
+    types = list(arg_types(signature))
     return "0x" + (keccak(text=signature)[:4] + encode(types, list(args))).hex()
 
 

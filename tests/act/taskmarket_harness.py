@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eth_abi.abi import encode
 from eth_utils.crypto import keccak
-from keeper_harness import CLIENT, DEPLOYER, EVALUATOR, RESOLVER, WORKER, Escrows, address_of
-from support.abi_events import split_types
+from keeper_harness import (
+    CLIENT,
+    DEPLOYER,
+    EVALUATOR,
+    RESOLVER,
+    WORKER,
+    Escrows,
+    address_of,
+    calldata,
+)
 
 from keeper.devnet.anvil import rpc_call
 from keeper.domain.model import TaskState, TaskStatus
@@ -28,9 +35,7 @@ REWARD = 5 * 10**6
 
 
 def _call(signature: str, *args: object) -> bytes:
-    inner = signature[signature.index("(") + 1 : -1]
-    types = split_types(inner)
-    return keccak(text=signature)[:4] + encode(types, list(args))
+    return bytes.fromhex(calldata(signature, *args)[2:])
 
 
 @dataclass

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from escrow_harness import canonical_type, event_signature, topic0
-from support.abi_events import split_types
 
 from keeper.devnet.contracts import load_abi
+from keeper.domain.abi import split_types
 
 # (declaration exactly as in PROTOCOLS.md, published topic0 prefix, published suffix)
 COMMON_8183 = [

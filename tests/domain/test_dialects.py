@@ -123,6 +123,13 @@ class TestTables:
         (job,) = decode(["uint256"], probe_calldata("claimRefund(uint256)")[4:])
         assert job == 2**256 - 1
 
+    def test_arg_types_keep_tuple_parameters_whole(self) -> None:
+        """A tuple (or an array of tuples) is one parameter, whatever its commas."""
+        cut = "diamondCut((address,uint8,bytes4[])[],address,bytes)"
+        assert arg_types(cut) == ("(address,uint8,bytes4[])[]", "address", "bytes")
+        assert arg_types("f((uint256,(bool,bytes)),uint8)") == ("(uint256,(bool,bytes))", "uint8")
+        assert arg_types("paused()") == ()
+
     def test_unknown_dialect_lists_the_known(self) -> None:
         with pytest.raises(KeyError, match="known: TaskMarket, TaskMarketPre7"):
             dialect_named(Protocol.TASKMARKET, "Nope")

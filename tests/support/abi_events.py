@@ -1,5 +1,4 @@
-"""ABI-encode events with eth_abi, independently of the decoder under test (and split
-ABI parameter lists, for the tests that encode calls).
+"""ABI-encode events with eth_abi, independently of the decoder under test.
 
 Every test that builds logs from the event catalog encodes them here, so the
 decoder is always checked against one reference encoding.
@@ -13,19 +12,6 @@ from typing import Any
 from eth_abi.abi import encode
 
 from keeper.domain.event_catalog import EventSpec
-
-
-def split_types(inner: str) -> list[str]:
-    """Top-level comma split of an ABI parameter list (tuples stay whole)."""
-    out, depth, current = [], 0, ""
-    for ch in inner:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(current)
-            current = ""
-        else:
-            current += ch
-    return [*out, current] if current else out
 
 
 def encode_event(spec: EventSpec, values: Mapping[str, Any]) -> tuple[tuple[str, ...], bytes]:
