@@ -50,18 +50,23 @@ def refundable(status: str, budget: int, settled: int) -> int:
 PAUSE_EVENTS: Final = ("Paused", "Unpaused")
 
 
-def latest_pause(by_chain: bool) -> str:
-    """The statement selecting (name, block) of a contract's latest Paused/Unpaused event.
+def _latest_contract_event(columns: str, names: tuple[str, ...], by_chain: bool) -> str:
+    """The statement selecting ``columns`` of a contract's latest event named in ``names``.
 
     Named parameters ``:contract`` and, ``by_chain``, ``:chain``; contract-level
     events are the contract's rows without a subject.
     """
     chain = " AND chain_id = :chain" if by_chain else ""
     return (
-        "SELECT name, block_number FROM events WHERE contract = :contract "
-        f"AND subject IS NULL AND name IN {PAUSE_EVENTS!r}{chain} "
+        f"SELECT {columns} FROM events WHERE contract = :contract "
+        f"AND subject IS NULL AND name IN {names!r}{chain} "
         "ORDER BY block_number DESC, log_index DESC LIMIT 1"
     )
+
+
+def latest_pause(by_chain: bool) -> str:
+    """The statement selecting (name, block) of a contract's latest Paused/Unpaused event."""
+    return _latest_contract_event("name, block_number", PAUSE_EVENTS, by_chain)
 
 
 def pause_state(conn: Db, contract: str, *, chain_id: int | None = None) -> tuple[bool, int] | None:
@@ -88,9 +93,7 @@ def latest_upgrade(conn: Db, contract: str, *, chain_id: int) -> UpgradeMark | N
     The block hash is part of it: an upgrade that a reorg replaced at the same height is
     another upgrade."""
     row = conn.execute(
-        "SELECT block_number, log_index, block_hash FROM events WHERE contract = :contract "
-        f"AND subject IS NULL AND name IN {UPGRADE_EVENTS!r} AND chain_id = :chain "
-        "ORDER BY block_number DESC, log_index DESC LIMIT 1",
+        _latest_contract_event("block_number, log_index, block_hash", UPGRADE_EVENTS, True),
         {"contract": contract, "chain": chain_id},
     ).fetchone()
     return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
