@@ -326,6 +326,22 @@ async def test_a_pin_an_upgrade_broke_leaves_the_contract_alone(
     assert said["effect"] == "the keeper leaves it alone"
 
 
+def _indexer(db: Path, escrows: Escrows, contracts: list[ContractConfig]) -> Harness:
+    """The daemon's indexer over ``contracts`` into ``db`` (the keeper's database too),
+    every block final at once."""
+    config = db.with_suffix(".toml")
+    config.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\n\n[database]\npath = "{db}"\n\n[api]\nenabled = false\n\n'
+        + "".join(
+            f'[[contracts]]\nname = "{c.name}"\nprotocol = "{c.protocol.value}"\n'
+            f'address = "{c.address}"\nstart_block = {escrows.d.start_block}\n\n'
+            for c in contracts
+        )
+    )
+    return Harness(load_config(config))
+
+
 async def test_a_failed_detection_after_an_upgrade_holds_that_contract_only(
     escrows: Escrows, make_keeper: MakeKeeper, tmp_path: Path
 ) -> None:
@@ -336,18 +352,7 @@ async def test_a_failed_detection_after_an_upgrade_holds_that_contract_only(
     w3 = Web3(Web3.HTTPProvider(escrows.url))
     proxy = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
     contracts = [_contract("commerce", E, d.commerce), _contract("up", E, proxy)]
-    config = tmp_path / "held.toml"
-    config.write_text(
-        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
-        f'confirmations = 0\n\n[database]\npath = "{tmp_path / "held.db"}"\n\n'
-        f"[api]\nenabled = false\n\n"
-        + "".join(
-            f'[[contracts]]\nname = "{c.name}"\nprotocol = "erc8183"\naddress = "{c.address}"\n'
-            f"start_block = {d.start_block}\n\n"
-            for c in contracts
-        )
-    )
-    index = Harness(load_config(config))
+    index = _indexer(tmp_path / "held.db", escrows, contracts)
     async with RpcProxy(escrows.url) as node:
         client = make_rpc(node.url, attempts=1)
         keeper = make_keeper(db=tmp_path / "held.db", client=client, contracts=contracts)
@@ -391,14 +396,7 @@ async def test_a_diamond_cut_has_the_diamond_detected_again(
     cut routes the selector back, and it is TaskMarket again."""
     d, zero = escrows.d, "0x" + "00" * 20
     contracts = [_contract("taskmarket", T, d.taskmarket)]
-    config = tmp_path / "cut.toml"
-    config.write_text(
-        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
-        f'confirmations = 0\n\n[database]\npath = "{tmp_path / "cut.db"}"\n\n'
-        f'[api]\nenabled = false\n\n[[contracts]]\nname = "taskmarket"\nprotocol = "taskmarket"\n'
-        f'address = "{d.taskmarket}"\nstart_block = {d.start_block}\n'
-    )
-    index = Harness(load_config(config))
+    index = _indexer(tmp_path / "cut.db", escrows, contracts)
     client = make_rpc(escrows.url)
     keeper = make_keeper(db=tmp_path / "cut.db", client=client, contracts=contracts)
     cut = "diamondCut((address,uint8,bytes4[])[],address,bytes)"
