@@ -9,6 +9,7 @@ from typing import Any
 import eth_abi
 from eth_account import Account
 from eth_utils import keccak
+from eth_utils.abi import collapse_if_tuple
 from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractFunction
@@ -52,18 +53,9 @@ def topic0(signature: str) -> str:
     return "0x" + keccak(text=signature).hex()
 
 
-def canonical_type(param: dict[str, Any]) -> str:
-    """An ABI parameter's type as a signature spells it: a tuple as its components."""
-    kind = str(param["type"])
-    if kind.startswith("tuple"):
-        inner = ",".join(canonical_type(c) for c in param["components"])
-        return f"({inner}){kind[len('tuple') :]}"
-    return kind
-
-
 def event_signature(entry: dict[str, Any]) -> str:
     """Canonical signature of an ABI event entry."""
-    return f"{entry['name']}({','.join(canonical_type(i) for i in entry['inputs'])})"
+    return f"{entry['name']}({','.join(collapse_if_tuple(i) for i in entry['inputs'])})"
 
 
 @dataclass(frozen=True)
@@ -98,9 +90,9 @@ def decode_logs(abi: list[dict[str, Any]], logs: Any) -> list[Ev]:
         args: dict[str, Any] = {}
         for inp, topic in zip(indexed, topics[1:], strict=True):
             args[inp["name"]] = _norm(
-                eth_abi.decode([canonical_type(inp)], bytes.fromhex(topic[2:]))[0]
+                eth_abi.decode([collapse_if_tuple(inp)], bytes.fromhex(topic[2:]))[0]
             )
-        values = eth_abi.decode([canonical_type(i) for i in plain], bytes(log["data"]))
+        values = eth_abi.decode([collapse_if_tuple(i) for i in plain], bytes(log["data"]))
         for inp, value in zip(plain, values, strict=True):
             args[inp["name"]] = _norm(value)
         out.append(Ev(entry["name"], event_signature(entry), args, str(log["address"]).lower()))

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from escrow_harness import canonical_type, event_signature, topic0
+from escrow_harness import event_signature, topic0
+from eth_utils.abi import collapse_if_tuple
 
 from keeper.devnet.contracts import load_abi
 from keeper.domain.abi import split_types
@@ -298,5 +299,5 @@ def test_indexed_flags_and_names_match(contract: str) -> None:
     for declaration, _, _ in EXPECTED[contract]:
         _, params = parse(declaration)
         entry = events[topic0(signature(declaration))]
-        got = [(canonical_type(i), i["name"], bool(i["indexed"])) for i in entry["inputs"]]
+        got = [(collapse_if_tuple(i), i["name"], bool(i["indexed"])) for i in entry["inputs"]]
         assert got == params, declaration
