@@ -201,14 +201,20 @@ class TestMulticall:
         assert c.commerce.functions.getJob(early).call()[7] == 1
 
     def test_aggregate3_strict_failure_reverts(self, c: Chain) -> None:
-        """With allowFailure false, a failing call reverts the whole batch."""
-        _, early, _ = self._two_jobs(c)
-        data = c.commerce.encode_abi("claimRefund", [early])
-        c.expect_revert(
-            STRANGER,
-            c.multicall.functions.aggregate3([(c.commerce.address, False, data)]),
-            "CallFailed(uint256,bytes)",
+        """With allowFailure false, a failing call reverts the whole batch with the revert
+        the Multicall3 deployed on real chains gives: Error("Multicall3: call failed")."""
+        due, early, expiry = self._two_jobs(c)
+        c.control.mine_at(expiry)
+        calls = [
+            (c.commerce.address, True, c.commerce.encode_abi("claimRefund", [due])),
+            (c.commerce.address, False, c.commerce.encode_abi("claimRefund", [early])),
+        ]
+        receipt = c.expect_revert(
+            STRANGER, c.multicall.functions.aggregate3(calls), "Error(string)"
         )
+        reason = eth_abi.decode(["string"], bytes.fromhex(c.revert_data(receipt)[10:]))
+        assert reason == ("Multicall3: call failed",)
+        assert c.commerce.functions.getJob(due).call()[7] == 1  # the allowed call undone too
 
     def test_block_getters(self, c: Chain) -> None:
         """Block getters report the block the call runs on."""
