@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from keeper.act.detect import DialectBook, detect_all, publish_dialects
+from keeper.act.dialect_watch import DialectWatch
 from keeper.api.replicas import ReadTargets
 from keeper.api.serve import ApiThread
 from keeper.compose import build, check_chain_id, load
@@ -77,7 +77,8 @@ class Daemon:
         self.verifier: Any = None
         self.api: ApiThread | None = None
         self.rpc_ok = False
-        self.dialects: DialectBook | None = None
+        # set at start-up: the keeper's own watch, or one of the daemon's (dialect_loop)
+        self.dialect_watch: DialectWatch | None = None
         # the API's read replicas (an API-only daemon's pages); never handed to the
         # keeper or the verifier, which read and write the primary only (self.c.conn)
         self.read_targets: ReadTargets | None = None
@@ -188,11 +189,21 @@ class Daemon:
     async def detect_dialects(self) -> None:
         """Which dialect each configured contract speaks; the keeper encodes with it."""
         if self.keeper is not None:  # which also detects again after an upgrade
-            self.dialects = await self.keeper.detect_dialects()
-            return
-        book = await detect_all(self.c.rpc, self.cfg.contracts)
-        publish_dialects(book, self.c.conn, self.cfg.chain.chain_id, self.c.metrics)
-        self.dialects = book
+            self.dialect_watch = self.keeper.dialect_watch
+        else:
+            self.dialect_watch = DialectWatch(
+                self.c.rpc, self.c.conn, self.cfg.chain.chain_id, self.cfg.contracts,
+                self.c.metrics,
+            )  # fmt: skip
+        await self.dialect_watch.detect()
+
+    async def dialect_loop(self, watch: DialectWatch) -> None:
+        """Without the keeper, whose every tick refreshes the dialects, status and the
+        metric would keep an upgraded contract's old dialect until a restart."""
+        while not self.stop.is_set():
+            await wait_event(self.stop, self.cfg.chain.poll_interval)
+            if not self.stop.is_set():
+                await watch.refresh()
 
     def build_verifier(self) -> None:
         # documents posted to the API are a source of their own: with the API on,
@@ -399,6 +410,9 @@ class Daemon:
                 tasks.append(asyncio.create_task(self.verify_loop(), name="verify"))
             if self.keeper is not None:
                 tasks.append(asyncio.create_task(self.keep_loop(), name="keep"))
+            elif self.dialect_watch is not None:
+                watching = self.dialect_loop(self.dialect_watch)
+                tasks.append(asyncio.create_task(watching, name="dialects"))
             stopper = asyncio.create_task(self.stop.wait(), name="stop")
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
             for t in done:

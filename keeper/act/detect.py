@@ -1,5 +1,5 @@
 """Find out which dialect each configured contract speaks, without sending: at start-up,
-and again for a contract upgraded since (``keeper.act.guards.UpgradeWatch``).
+and again for a contract upgraded since (``keeper.act.dialect_watch``).
 
 A diamond (EIP-2535) says which selectors it routes through its loupe,
 ``facetAddress(bytes4)`` (zero for an unrouted one); anything else is asked with

@@ -8,7 +8,7 @@
   it resumes, and the ``keeper_contract_paused`` gauge, instead of a revert per job or
   task per block.
 - A contract upgraded since its dialect was detected (``Upgraded``, ``DiamondCut``, from
-  the index) is detected again before the next plan (``UpgradeWatch``).
+  the index) is detected again before the next plan (``keeper.act.dialect_watch``).
 - A claimRefund whose simulation reverts with an error no protocol table knows, on a job
   with a hook attached, was blocked by the hook (ERC8183's claimRefund is hookable): it is
   ended as ``hook_blocked`` and the planner keeps it off the chain until the hook is
@@ -29,9 +29,9 @@ from keeper.domain.protocols import classify_error
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.db import Db
-from keeper.store.queries import UpgradeMark, latest_upgrade, pause_state
+from keeper.store.queries import pause_state
 
-__all__ = ["PauseWatch", "UpgradeWatch", "apply_job_rules", "hook_blocked_detail"]
+__all__ = ["PauseWatch", "apply_job_rules", "hook_blocked_detail"]
 
 log = get_logger(__name__)
 
@@ -86,45 +86,6 @@ class PauseWatch:
             log.info("keeper_contract_unpaused", contract=contract)
         self._paused = now
         return now
-
-
-class UpgradeWatch:
-    """Configured contracts whose code changed since their dialect was detected.
-
-    Detection asks the contract at the head, so it already reflects every upgrade
-    indexed before it ran. A later ``Upgraded`` (a UUPS proxy's new implementation) or
-    ``DiamondCut`` (a diamond's facets) may change what the keeper must call: a proxy
-    moved to ERC8183.sol takes ``claimRefund(uint256,bytes)``, a diamond revision may
-    reshape ``refundExpired``. So each contract whose latest upgrade event differs from
-    the one seen at detection (a new one, or one a rollback took away) is detected
-    again; it stays pending until that succeeds.
-    """
-
-    def __init__(self, db: Db, chain_id: int, contracts: Sequence[ContractConfig]) -> None:
-        self.db = db
-        self.chain_id = chain_id
-        self.contracts = list(contracts)
-        self._seen: dict[str, UpgradeMark | None] = {}
-
-    def _latest(self, contract: ContractConfig) -> UpgradeMark | None:
-        return latest_upgrade(self.db, contract.address, chain_id=self.chain_id)
-
-    def mark(self) -> None:
-        """Take the upgrades indexed so far as seen: called before detecting, so one
-        indexed while the probes run is looked at again."""
-        self._seen = {c.address: self._latest(c) for c in self.contracts}
-
-    def pending(self) -> list[tuple[ContractConfig, UpgradeMark | None]]:
-        """The contracts to detect again, each with the upgrade to mark seen once done."""
-        out = []
-        for c in self.contracts:
-            latest = self._latest(c)
-            if latest != self._seen.get(c.address):
-                out.append((c, latest))
-        return out
-
-    def seen(self, contract: ContractConfig, mark: UpgradeMark | None) -> None:
-        self._seen[contract.address] = mark
 
 
 def hook_blocked_detail(result: SimResult, job: JobState | None) -> str | None:

@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from keeper.act.chain import ChainRpc
-from keeper.act.detect import DialectBook, detect_all, publish_dialects, redetect
-from keeper.act.guards import PauseWatch, UpgradeWatch, apply_job_rules, hook_blocked_detail
+from keeper.act.detect import DialectBook
+from keeper.act.dialect_watch import DialectWatch
+from keeper.act.guards import PauseWatch, apply_job_rules, hook_blocked_detail
 from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.settle import Settler
@@ -35,7 +36,6 @@ from keeper.domain.planner import Action, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
-from keeper.rpc.errors import RpcError
 from keeper.store.claims import Claims
 from keeper.store.db import Db
 from keeper.store.intents import Intent, IntentStore, Outcome
@@ -79,11 +79,9 @@ class Keeper:
         self.db = db
         self.contracts = tuple(contracts)
         # detected at start-up (the daemon's detect_dialects, else recover()), and again
-        # for a contract upgraded since (UpgradeWatch)
-        self.dialects: DialectBook | None = None
+        # before each plan for a contract upgraded since
+        self.dialect_watch = DialectWatch(rpc, db, chain_id, self.contracts, metrics)
         self.pauses = PauseWatch(db, chain_id, self.contracts, metrics)
-        self.upgrades = UpgradeWatch(db, chain_id, self.contracts)
-        self._redetect_failing: set[str] = set()  # said once per failing streak
         self._jobs: dict[tuple[str, str], JobState] = {}
         self.tx = Transactions(
             settings=settings,
@@ -158,42 +156,13 @@ class Keeper:
         """For /readyz: recovered, and the signer can pay for what it must send."""
         return self._recovered and self.balance_ok
 
+    @property
+    def dialects(self) -> DialectBook | None:
+        return self.dialect_watch.book
+
     async def detect_dialects(self) -> DialectBook:
         """Detect and publish every configured contract's dialect (the daemon's start-up)."""
-        self.upgrades.mark()
-        self.dialects = await detect_all(self.rpc, self.contracts)
-        publish_dialects(self.dialects, self.db, self.chain_id, self.metrics)
-        return self.dialects
-
-    async def _redetect_upgraded(self) -> set[str]:
-        """Detect again each contract upgraded since its detection (``UpgradeWatch``).
-
-        Returns the contracts whose detection failed on an RPC error: nothing is planned
-        on them (their old dialect may be wrong now) and they are tried again next tick,
-        while every other contract is kept as usual. Said once until it succeeds."""
-        held: set[str] = set()
-        for contract, mark in self.upgrades.pending():
-            before = self.dialects or DialectBook({})
-            try:
-                self.dialects = await redetect(
-                    self.rpc, before, contract, mark[0] if mark is not None else None
-                )
-            except RpcError as exc:
-                held.add(contract.address)
-                if contract.address not in self._redetect_failing:
-                    self._redetect_failing.add(contract.address)
-                    log.warning(
-                        "contract_redetect_failed",
-                        contract=contract.name,
-                        address=contract.address,
-                        error=str(exc),
-                        effect="nothing is planned there until it is detected again",
-                    )
-                continue
-            self._redetect_failing.discard(contract.address)
-            publish_dialects(self.dialects, self.db, self.chain_id, self.metrics, before)
-            self.upgrades.seen(contract, mark)
-        return held
+        return await self.dialect_watch.detect()
 
     async def recover(self) -> None:
         """At startup: check every hash ever sent and still open before anything new is sent."""
@@ -222,7 +191,7 @@ class Keeper:
             self._highest_head = head.number
             if not self._recovered:
                 await self._recover()
-            held = await self._redetect_upgraded()
+            held = await self.dialect_watch.refresh()
             summary = TickSummary(head=head.number)
             if self.signer is not None and not self.settings.dry_run:
                 await self.settler.reconcile(head, summary)

@@ -82,7 +82,7 @@ def pause_state(conn: Db, contract: str, *, chain_id: int | None = None) -> tupl
 
 
 # the contract-level events that change what a contract's code answers: a UUPS proxy's
-# new implementation, an EIP-2535 diamond's facets (keeper.act.guards.UpgradeWatch)
+# new implementation, an EIP-2535 diamond's facets (keeper.act.dialect_watch)
 UPGRADE_EVENTS: Final = ("Upgraded", "DiamondCut")
 UpgradeMark = tuple[int, int, str]
 

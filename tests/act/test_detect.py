@@ -192,9 +192,8 @@ async def test_keeper_leaves_an_undetermined_contract_alone(
     """Jobs due on a contract whose dialect nobody could determine: nothing is simulated or
     sent for it, and the metric says why."""
     metrics = Metrics(contract_names={escrows.d.commerce: "commerce"})
-    keeper = make_keeper(metrics=metrics)
     # the ERC-8183 escrow configured as a task market: no task-market dialect fits it
-    keeper.contracts = (_contract("commerce", T, escrows.d.commerce),)
+    keeper = make_keeper(metrics=metrics, contracts=[_contract("commerce", T, escrows.d.commerce)])
     expiry = escrows.now() + 100
     ids = escrows.funded_jobs(2, expiry)
     escrows.control.mine_at(expiry)
@@ -230,11 +229,15 @@ def _dialect_series(port: int) -> set[tuple[str, str]]:
     return out
 
 
-def test_daemon_detects_an_upgraded_contract_again(escrows: Escrows, tmp_path: Path) -> None:
+@pytest.mark.parametrize("keeper", ["enabled = true\ndry_run = true", "enabled = false"])
+def test_daemon_detects_an_upgraded_contract_again(
+    escrows: Escrows, tmp_path: Path, keeper: str
+) -> None:
     """A proxy moved from an AgenticCommerce implementation to an ERC8183 one while the
-    daemon runs (one transaction, emitting Upgraded, as on chain): the keeper detects it
-    again, and status, metric and log say so. A reorg that takes the upgrade away has it
-    detected back as AgenticCommerce."""
+    daemon runs (one transaction, emitting Upgraded, as on chain): it is detected again,
+    by the keeper or, with the keeper disabled, by the daemon itself, and status, metric
+    and log say so. A reorg that takes the upgrade away has it detected back as
+    AgenticCommerce."""
     d, control = escrows.d, escrows.control
     w3 = Web3(Web3.HTTPProvider(escrows.url))
     proxy = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
@@ -243,7 +246,7 @@ def test_daemon_detects_an_upgraded_contract_again(escrows: Escrows, tmp_path: P
     config.write_text(
         f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
         f'confirmations = 64\npoll_interval = 0.1\n\n[database]\npath = "{tmp_path / "u.db"}"\n\n'
-        f'[api]\nlisten = "127.0.0.1:{port}"\n\n[keeper]\nenabled = true\ndry_run = true\n\n'
+        f'[api]\nlisten = "127.0.0.1:{port}"\n\n[keeper]\n{keeper}\n\n'
         f'[log]\nformat = "json"\n\n'
         f'[[contracts]]\nname = "up"\nprotocol = "erc8183"\naddress = "{proxy}"\n'
         f"start_block = {control.block_number()}\n"

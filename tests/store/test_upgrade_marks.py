@@ -1,4 +1,4 @@
-"""The upgrades the keeper watches (keeper.act.guards.UpgradeWatch over
+"""The upgrades the keeper watches (keeper.act.dialect_watch.UpgradeWatch over
 keeper.store.queries.latest_upgrade), on both store backends: a proxy's Upgraded and a
 diamond's DiamondCut, written by the index store's own batch path, are pending until
 marked seen, and pending again once a rollback takes them away."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from index_builders import JOBS, PROTOCOLS, TASKS, Synth, batch_of, block_hash, encode_log
 
-from keeper.act.guards import UpgradeWatch
+from keeper.act.dialect_watch import UpgradeWatch
 from keeper.config import ContractConfig
 from keeper.domain.event_catalog import topic0_of
 from keeper.domain.events import decode_logs
