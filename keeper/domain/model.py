@@ -17,7 +17,7 @@ Conventions (relied upon everywhere, so kept in one place):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import TypeAlias
@@ -94,6 +94,22 @@ class Log:
     tx_hash: str
     tx_index: int
     log_index: int
+
+
+class Logs(list[Log]):
+    """A getLogs answer's logs, with the timestamps its entries gave their blocks.
+
+    ``timestamps`` maps a block number to the ``blockTimestamp`` its logs carried
+    (execution-apis#639: geth, reth, Nethermind, Besu, Erigon and anvil send it);
+    a block whose logs had none, or none that passed the checks, is absent, and its
+    timestamp is read from its header as before.
+    """
+
+    __slots__ = ("timestamps",)
+
+    def __init__(self, logs: Iterable[Log] = (), timestamps: dict[int, int] | None = None):
+        super().__init__(logs)
+        self.timestamps: dict[int, int] = {} if timestamps is None else timestamps
 
 
 @dataclass(slots=True, unsafe_hash=True)  # a value; not frozen: see the module docstring

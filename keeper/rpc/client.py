@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from keeper.domain.hashing import keccak
-from keeper.domain.model import BlockHeader, Log
+from keeper.domain.model import BlockHeader, Log, Logs
 from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError, TransientRpcError
 from keeper.rpc.transport import JsonRpcTransport, log
 from keeper.rpc.validate import (
@@ -176,7 +176,7 @@ class RpcClient(JsonRpcTransport):
         *,
         topics: Sequence[Any] | None = None,
         max_bytes: int | None = None,
-    ) -> list[Log]:
+    ) -> Logs:
         """Logs of ``addresses`` in the inclusive range, validated and in chain order.
 
         A refused range raises ``RangeTooLargeError`` at once (no retry): the
@@ -193,7 +193,7 @@ class RpcClient(JsonRpcTransport):
         }
         if topics is not None:
             flt["topics"] = list(topics)
-        result: list[Log] = await self.request(
+        result: Logs = await self.request(
             "eth_getLogs",
             [flt],
             parse=lambda r: validate_logs(
@@ -225,7 +225,7 @@ class RpcClient(JsonRpcTransport):
         flt: dict[str, Any] = {"address": addrs, "blockHash": wanted}
         if topics is not None:
             flt["topics"] = list(topics)
-        result: list[Log] = await self.request(
+        result: Logs = await self.request(
             "eth_getLogs",
             [flt],
             parse=lambda r: validate_logs(r, addresses=addrs, block_hash=wanted),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Protocol
 
-from keeper.domain.model import Log
+from keeper.domain.model import Log, Logs
 from keeper.domain.ranges import RangePolicy, span_hint
 from keeper.obs.logging import get_logger
 from keeper.rpc.errors import (
@@ -59,7 +59,7 @@ class LogSource(Protocol):
         *,
         topics: Sequence[Any] | None = None,
         max_bytes: int | None = None,
-    ) -> list[Log]: ...
+    ) -> Logs: ...
 
 
 async def scan_logs(
@@ -70,7 +70,7 @@ async def scan_logs(
     policy: RangePolicy,
     *,
     topics: Sequence[Any] | None = None,
-) -> AsyncIterator[tuple[int, int, list[Log]]]:
+) -> AsyncIterator[tuple[int, int, Logs]]:
     """Yield ``(lo, hi, logs)`` chunks covering ``[from_block, to_block]`` in order.
 
     Raises ``RangeTooLargeError`` only when even a single-block query (or the

@@ -15,7 +15,7 @@ from itertools import pairwise
 from typing import Any, Final, TypeVar
 
 from keeper.domain.hashing import keccak
-from keeper.domain.model import BlockHeader, Log
+from keeper.domain.model import BlockHeader, Log, Logs
 
 _QUANTITY: Final = re.compile(r"0x[0-9a-fA-F]{1,64}\Z")
 _HASH: Final = re.compile(r"0x[0-9a-fA-F]{64}\Z")
@@ -155,12 +155,13 @@ def validate_logs(
     from_block: int | None = None,
     to_block: int | None = None,
     block_hash: str | None = None,
-) -> list[Log]:
+) -> Logs:
     """Parse a getLogs result and check it answers the query that was sent.
 
     Every log must lie in the requested range (or block), come from a
     requested address, agree with the other logs of its block on the block
-    hash, and be unique by ``(block, logIndex)``. Returned in chain order.
+    hash, and be unique by ``(block, logIndex)``. Returned in chain order,
+    with the block timestamps the entries carried (``block_timestamps``).
 
     This is the hot path of historical sync, so each distinct string of an
     answer (block hash, address, topic, block number, log index) is checked
@@ -174,7 +175,8 @@ def validate_logs(
     want_hash = block_hash.lower() if block_hash is not None else None
     memo = _Memo()
     hashes: dict[int, str] = {}
-    logs: list[Log] = []
+    stamps: dict[int, Any] = {}  # block -> the blockTimestamp of its first log
+    logs = Logs()
     append = logs.append
     ordered = True
     last = (-1, -1)
@@ -187,6 +189,7 @@ def validate_logs(
         if known is None:
             _check_block(number, log.block_hash, from_block, to_block, want_hash)
             hashes[number] = log.block_hash
+            stamps[number] = item.get("blockTimestamp")  # a Mapping: parse_log took it
         elif known != log.block_hash:
             raise InvalidResponse(f"logs: two hashes for block {number}")
         if wanted is not None and log.address not in wanted:
@@ -200,7 +203,30 @@ def validate_logs(
         for a, b in pairwise(logs):
             if (a.block_number, a.log_index) == (b.block_number, b.log_index):
                 raise InvalidResponse(f"logs: duplicate logIndex {b.log_index}")
+    logs.timestamps = block_timestamps(stamps)
     return logs
+
+
+def block_timestamps(raw: Mapping[int, Any]) -> dict[int, int]:
+    """The blocks' timestamps as a getLogs answer's entries gave them (block -> raw
+    ``blockTimestamp``), or none when the answer's cannot be believed.
+
+    A block whose entry has no timestamp, or one that is not a quantity, is left out:
+    its header is read instead, as for a node that predates the field. A zero (a
+    gateway that leaves the field at its default) or a timestamp below an earlier
+    block's (chain time never goes back) discredits the whole answer.
+    """
+    out: dict[int, int] = {}
+    last = 0
+    for number in sorted(raw):
+        value = raw[number]
+        if not isinstance(value, str) or not _QUANTITY.match(value):
+            continue
+        stamp = int(value, 16)
+        if (stamp == 0 and number > 0) or stamp < last:
+            return {}
+        out[number] = last = stamp
+    return out
 
 
 def _check_block(

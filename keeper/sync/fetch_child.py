@@ -17,11 +17,11 @@ import gc
 import os
 import pickle
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import BinaryIO
 
 from keeper.domain.events import decode_logs
-from keeper.domain.model import BlockHeader, ChainRead, Event, Log
+from keeper.domain.model import ChainRead, Event, Log
 from keeper.errors import RetryableError
 from keeper.obs.logging import configure_logging, get_logger, register_secret
 from keeper.process_tuning import tune_allocator
@@ -67,8 +67,8 @@ async def produce(spec: FetchSpec, out: BinaryIO) -> None:
     rpc.adopt_health(spec.health)
     views = ViewReader(rpc, spec.multicall)
 
-    def decode(logs: Iterable[Log], headers: dict[int, BlockHeader]) -> list[Event]:
-        return decode_logs(logs, spec.protocols, {n: h.timestamp for n, h in headers.items()})
+    def decode(logs: Iterable[Log], timestamps: Mapping[int, int]) -> list[Event]:
+        return decode_logs(logs, spec.protocols, timestamps)
 
     async def reads(events: Sequence[Event]) -> list[ChainRead]:
         return await views.execute(events, finalized=spec.finalized, head=spec.head)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
@@ -57,7 +57,8 @@ class Fetched:
     reads: list[ChainRead]
 
 
-Decoder = Callable[[Iterable[Log], dict[int, BlockHeader]], list[Event]]
+# logs and their blocks' timestamps -> events
+Decoder = Callable[[Iterable[Log], Mapping[int, int]], list[Event]]
 Reader = Callable[[Sequence[Event]], Awaitable[list[ChainRead]]]
 
 
@@ -80,6 +81,7 @@ class RangeFetcher:
         self.decode = decode
         self.execute_reads = execute_reads
         self.ahead = ahead  # batches fetched behind the one ready (FETCHING_AHEAD)
+        self.trust_stamps = True  # until the node's log timestamps disagree with its headers
 
     async def prefetched(self, start: int, end: int) -> AsyncGenerator[Fetched, None]:
         """Blocks ``start``..``end`` as ready batches, the next fetched while one is used."""
@@ -103,11 +105,13 @@ class RangeFetcher:
         try:
             chunks = scan_logs(self.rpc, self.addresses, start, end, self.policy)
             async for _lo, hi, logs in chunks:
+                stamps = logs.timestamps
                 for piece, piece_hi in self._pieces(logs, hi):
-                    fetching.append(asyncio.create_task(self._fetch_range(piece_hi, piece)))
+                    fetch = self._fetch_range(piece_hi, piece, stamps)
+                    fetching.append(asyncio.create_task(fetch))
                     while len(fetching) > self.ahead:
                         await queue.put(await fetching.popleft())
-                del logs, piece  # the answer is not held while the next one is fetched
+                del logs, piece, stamps  # the answer is not held while the next one is fetched
             while fetching:
                 await queue.put(await fetching.popleft())
         except Exception as exc:  # handed to the committing side, which raises it
@@ -141,22 +145,58 @@ class RangeFetcher:
         log.debug("log_answer_split", to_block=hi, logs=len(logs), batches=len(pieces))
         return pieces
 
-    async def _fetch_range(self, hi: int, logs: list[Log]) -> Fetched:
-        numbers = sorted({lg.block_number for lg in logs} | {hi})
-        headers = await self.rpc.get_blocks(numbers, must_exist=True)
-        by_number = {h.number: h for h in headers if h is not None}
-        missing = [n for n in numbers if n not in by_number]
-        if missing:
-            raise RetryableError(f"node has no header for blocks {missing[:5]}")
+    async def _fetch_range(self, hi: int, logs: list[Log], stamps: Mapping[int, int]) -> Fetched:
+        """Headers for the range's blocks, then the range decoded and its reads made.
+
+        A block whose logs carried its timestamp (``stamps``) needs no header: below
+        finality its logs' hash cannot be another branch's. Only ``hi`` (the
+        cursor's anchor) and the lowest such block, to check the node's log
+        timestamps against its headers, are read for them; on a sparse chain that
+        is one header a batch instead of one a block, and on a public endpoint,
+        which counts every call, a fraction of the calls. A node whose log
+        timestamps disagree with its headers has every header read from then on.
+        """
+        blocks = {lg.block_number for lg in logs}
+        stamped = {n: stamps[n] for n in blocks if n in stamps} if self.trust_stamps else {}
+        wanted = (blocks - stamped.keys()) | {hi} | ({min(stamped)} if stamped else set())
+        by_number = await self._headers(wanted)
+        wrong = [(n, t, by_number[n].timestamp) for n, t in stamped.items()
+                 if n in by_number and by_number[n].timestamp != t]  # fmt: skip
+        if wrong:
+            if self.trust_stamps:  # said once, by the first of the batches in flight
+                self.trust_stamps = False
+                block, said, read = wrong[0]
+                log.warning(
+                    "log_timestamps_disagree",
+                    block=block,
+                    log_timestamp=said,
+                    header_timestamp=read,
+                    effect="each block's header is read for its timestamp from now on",
+                )
+            by_number |= await self._headers(blocks - by_number.keys())
+            stamped = {}
         for lg in logs:
-            if by_number[lg.block_number].hash != lg.block_hash:
+            header = by_number.get(lg.block_number)
+            if header is not None and header.hash != lg.block_hash:
                 raise RetryableError(
                     f"log at block {lg.block_number} names hash {lg.block_hash} but the "
-                    f"node's block has {by_number[lg.block_number].hash}: retrying range"
+                    f"node's block has {header.hash}: retrying range"
                 )
-        events = self.decode(logs, by_number)
+        timestamps = stamped | {n: h.timestamp for n, h in by_number.items()}
+        events = self.decode(logs, timestamps)
         reads = await self.execute_reads(events)
         return Fetched(by_number[hi], events, reads)
+
+    async def _headers(self, numbers: Iterable[int]) -> dict[int, BlockHeader]:
+        wanted = sorted(numbers)
+        if not wanted:
+            return {}
+        headers = await self.rpc.get_blocks(wanted, must_exist=True)
+        by_number = {h.number: h for h in headers if h is not None}
+        missing = [n for n in wanted if n not in by_number]
+        if missing:
+            raise RetryableError(f"node has no header for blocks {missing[:5]}")
+        return by_number
 
 
 async def _cancel_all(tasks: deque[asyncio.Task[Fetched]]) -> None:

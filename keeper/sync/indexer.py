@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -355,7 +355,7 @@ class Indexer:
                 raise RetryableError(
                     f"node answered logs of block {lg.block_number} for block {header.number}"
                 )
-        events = self.decode(logs, {header.number: header})
+        events = self.decode(logs, {header.number: header.timestamp})
         reads = await self.execute_reads(events)
         kept = prune([*window, header], finalized, self.settings.window)
         batch = BlockBatch(
@@ -428,8 +428,8 @@ class Indexer:
 
     # ---- shared ---------------------------------------------------------------------
 
-    def decode(self, logs: Iterable[Log], headers: dict[int, BlockHeader]) -> list[Event]:
-        return decode_logs(logs, self.protocols, {n: h.timestamp for n, h in headers.items()})
+    def decode(self, logs: Iterable[Log], timestamps: Mapping[int, int]) -> list[Event]:
+        return decode_logs(logs, self.protocols, timestamps)
 
     async def execute_reads(self, events: Sequence[Event]) -> list[ChainRead]:
         head = self.state.head.number if self.state.head is not None else None

@@ -12,6 +12,7 @@ from rpc_fixtures import EMITTER, TOPIC, LogChain
 
 from keeper.rpc.validate import (
     InvalidResponse,
+    block_timestamps,
     bloom_may_contain,
     data,
     parse_block,
@@ -22,6 +23,8 @@ from keeper.rpc.validate import (
 
 H1 = "0x" + "11" * 32
 H2 = "0x" + "22" * 32
+H3 = "0x" + "44" * 32
+H4 = "0x" + "55" * 32
 ADDR = "0x" + "aa" * 20
 
 
@@ -165,6 +168,48 @@ class TestValidateLogs:
             (17, 0),
             (17, 0),
         ]
+
+
+class TestLogTimestamps:
+    def test_each_blocks_timestamp_as_its_logs_carry_it(self) -> None:
+        """A block's ``blockTimestamp`` comes with the logs; a block whose first log has
+        none or a malformed one is left out (its header will be read)."""
+        logs = validate_logs(
+            [
+                raw_log(logIndex="0x1", blockTimestamp="0x64"),
+                raw_log(logIndex="0x2", blockTimestamp="0x64"),
+                raw_log(blockNumber="0x11", blockHash=H2, blockTimestamp="0x65"),
+                raw_log(blockNumber="0x12", blockHash=H3),
+                raw_log(blockNumber="0x13", blockHash=H4, blockTimestamp="65"),
+            ]
+        )
+        assert logs.timestamps == {16: 100, 17: 101}
+        assert validate_logs([raw_log()]).timestamps == {}
+
+    @pytest.mark.parametrize(
+        "stamps",
+        [{16: "0x0"}, {16: "0x65", 17: "0x64"}, {16: "0x65", 17: "0x66", 18: "0x0"}],
+        ids=["zero", "backwards", "zero-later"],
+    )
+    def test_an_answer_whose_timestamps_cannot_be_believed_gives_none(
+        self, stamps: dict[int, str]
+    ) -> None:
+        """A zero (a gateway's default) or chain time going back discredits them all."""
+        assert block_timestamps(stamps) == {}
+
+    def test_equal_timestamps_of_successive_blocks_stand(self) -> None:
+        """Rollups seal several blocks in one second: equal timestamps are not going back."""
+        assert block_timestamps({5: "0x10", 6: "0x10", 9: "0x11"}) == {5: 16, 6: 16, 9: 17}
+
+    @given(st.dictionaries(st.integers(1, 10**6), st.integers(0, 2**40), max_size=12))
+    @settings(max_examples=200)
+    def test_kept_only_when_every_given_one_is_positive_and_in_order(
+        self, given_stamps: dict[int, int]
+    ) -> None:
+        got = block_timestamps({n: hex(t) for n, t in given_stamps.items()})
+        ordered = [given_stamps[n] for n in sorted(given_stamps)]
+        believable = all(t > 0 for t in ordered) and ordered == sorted(ordered)
+        assert got == (given_stamps if believable else {})
 
 
 class TestBloom:

@@ -3,8 +3,9 @@
 It forwards to an upstream (an anvil node) and, per method, injects the
 failures real providers produce: 429s with Retry-After, timeouts, garbage,
 truncated or wrong-id bodies, ``null`` results, provider error strings, range
-refusals with suggested ranges, a lagging head, empty log lists, calls at the
-head answered from the next block's state, and a
+refusals with suggested ranges, a lagging head, empty log lists, log entries
+whose ``blockTimestamp`` is missing or wrong, calls at the head answered from
+the next block's state, and a
 ``sendRawTransaction`` that is forwarded but whose reply is lost.
 
 Faults are budgets ("the next N calls") so tests are deterministic; the one
@@ -104,6 +105,9 @@ class ProxyRules:
     lag: int = 0
     # seconds every HTTP request waits before it is served: a remote endpoint's round trip
     latency: float = 0.0
+    # getLogs entries' blockTimestamp: "strip" (a node before execution-apis#639),
+    # "zero" (a gateway leaving it at 0x0), "skew" (one second off its header's)
+    log_stamps: str = ""
     seed: int = 1234
 
     def on(self, method: str, **settings: Any) -> MethodRule:
@@ -142,6 +146,19 @@ def _aimed_at(rule: MethodRule | None, params: Any) -> bool:
         return True
     first = params[0] if isinstance(params, list) and params else None
     return isinstance(first, dict) and str(first.get("to", "")).lower() == rule.to.lower()
+
+
+def _restamp(logs: Any, how: str) -> None:
+    """Rewrite each getLogs entry's ``blockTimestamp`` as ``ProxyRules.log_stamps`` says."""
+    for entry in logs if isinstance(logs, list) else []:
+        if how == "strip":
+            entry.pop("blockTimestamp", None)
+        elif how == "zero":
+            entry["blockTimestamp"] = "0x0"
+        elif how == "skew":
+            entry["blockTimestamp"] = hex(int(entry["blockTimestamp"], 16) + 1)
+        else:
+            raise ValueError(f"log_stamps: {how!r} is not strip, zero or skew")
 
 
 def _numbered(tag: Any) -> bool:
@@ -381,6 +398,8 @@ class RpcProxy:
         if head is not None and method == "eth_blockNumber" and "result" in reply:
             reply["result"] = hex(head)
         if "result" in reply:
+            if method == "eth_getLogs" and self.rules.log_stamps:
+                _restamp(reply["result"], self.rules.log_stamps)
             if method == "eth_getLogs" and reply["result"] and self._take(method, "empty_logs"):
                 reply["result"] = []
             elif self._take(method, "null_result"):

@@ -1,0 +1,75 @@
+"""Block timestamps taken from the getLogs entries (``blockTimestamp``) instead of one
+header a block, and the same index whatever the node does with that field.
+
+The same chain is indexed four times through a proxy: as the node answers (anvil sends
+``blockTimestamp``), with the field stripped (a node that predates it), set to zero
+(a gateway that leaves it at its default) and one second off its header's. The four
+indexes are identical, event timestamps included; the first asks for far fewer headers,
+and a wrong timestamp is caught against a header and said once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+from support.rpc_proxy import ProxyRules, RpcProxy
+from sync_support import Harness, run_traffic, table_diff, traffic, write_config
+
+from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.deploy import Deployment, deploy_all
+
+
+@pytest.fixture
+def deployed(anvil: AnvilProcess) -> Deployment:
+    return deploy_all(anvil.url)
+
+
+async def index(
+    tmp: Path, name: str, url: str, deployed: Deployment, stamps: str
+) -> tuple[dict[str, list[tuple[Any, ...]]], set[int], list[dict[str, Any]]]:
+    """A fresh index of the whole chain: its tables, the blocks whose headers were asked
+    for, and the log lines said while indexing."""
+    with RpcProxy(url, rules=ProxyRules(log_stamps=stamps)) as proxy:
+        cfg = write_config(
+            tmp, name, [proxy.url], deployed, finality="confirmations", confirmations=0,
+            max_range=40,
+        )  # fmt: skip
+        h = Harness(cfg)
+        try:
+            with capture_logs() as logs:
+                await h.to_head()
+            asked = {int(p[0], 16) for p in proxy.requests_for("eth_getBlockByNumber")
+                     if p[0].startswith("0x")}  # fmt: skip
+            dump = h.dump()
+            dump["log_blocks"] = list(h.conn.execute("SELECT DISTINCT block_number FROM events"))
+            return dump, asked, logs
+        finally:
+            await h.close()
+
+
+async def test_the_index_is_the_same_whatever_the_logs_say_of_their_blocks_time(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    await run_traffic(traffic(anvil.url, deployed), 8)
+    told, told_asked, told_logs = await index(tmp_path, "told", anvil.url, deployed, "")
+    bare, bare_asked, _ = await index(tmp_path, "bare", anvil.url, deployed, "strip")
+    zero, zero_asked, zero_logs = await index(tmp_path, "zero", anvil.url, deployed, "zero")
+    skew, skew_asked, skew_logs = await index(tmp_path, "skew", anvil.url, deployed, "skew")
+
+    assert table_diff(told, bare) == ""
+    assert table_diff(told, zero) == ""
+    assert table_diff(told, skew) == ""
+    log_blocks = {row[0] for row in told["log_blocks"]}
+    assert len(log_blocks) > 20, len(log_blocks)
+    # without the field (or with zeros), every block with logs has its header read
+    assert log_blocks <= bare_asked and log_blocks <= zero_asked
+    # with it, about one header a range: the anchor and the one the timestamps are checked on
+    assert len(log_blocks & told_asked) < len(log_blocks) / 2, (len(told_asked), len(log_blocks))
+    assert not [e for e in told_logs + zero_logs if e["event"] == "log_timestamps_disagree"]
+    # a timestamp off by one second is caught on the first range, said once, then headers
+    (said,) = [e for e in skew_logs if e["event"] == "log_timestamps_disagree"]
+    assert said["log_timestamp"] == said["header_timestamp"] + 1
+    assert log_blocks <= skew_asked
