@@ -199,11 +199,21 @@ class Daemon:
 
     async def dialect_loop(self, watch: DialectWatch) -> None:
         """Without the keeper, whose every tick refreshes the dialects, status and the
-        metric would keep an upgraded contract's old dialect until a restart."""
+        metric would keep an upgraded contract's old dialect until a restart.
+
+        Like the keeper's tick, a refresh waits for the index to reach the head (when
+        this daemon indexes): the upgrade it names is then the one the contract answers
+        for, not an older one indexed late."""
         while not self.stop.is_set():
             await wait_event(self.stop, self.cfg.chain.poll_interval)
-            if not self.stop.is_set():
+            state = self.c.indexer.state
+            behind = state.head is None or state.indexed < state.head.number
+            if self.stop.is_set() or (self.lead.leading() and behind):
+                continue
+            try:
                 await watch.refresh()
+            except KeeperError as exc:  # the database away, say: the next pass tries again
+                log.warning("dialect_refresh_failed", error=str(exc), kind=type(exc).__name__)
 
     def build_verifier(self) -> None:
         # documents posted to the API are a source of their own: with the API on,
