@@ -149,7 +149,8 @@ class RangeFetcher:
         """Headers for the range's blocks, then the range decoded and its reads made.
 
         A block whose logs carried its timestamp (``stamps``) needs no header: below
-        finality its logs' hash cannot be another branch's. Only ``hi`` (the
+        finality its logs' hash is taken as canonical (a deeper reorg is one the
+        configured finality rules out; docs/reliability.md). Only ``hi`` (the
         cursor's anchor) and the lowest such block, to check the node's log
         timestamps against its headers, are read for them; on a sparse chain that
         is one header a batch instead of one a block, and on a public endpoint,
