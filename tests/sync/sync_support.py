@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from support.rpc_proxy import ProxyRules, RpcProxy
 from web3 import Web3
 
 from keeper.compose import build_rpc
@@ -155,6 +157,30 @@ async def fresh_index(tmp: Path, name: str, rpc_url: str, deployment: Deployment
     h = Harness(cfg)
     await h.to_head()
     return h
+
+
+@contextlib.asynccontextmanager
+async def proxied_index(
+    tmp: Path,
+    name: str,
+    rpc_url: str,
+    deployment: Deployment,
+    rules: ProxyRules | None = None,
+    **chain: Any,
+) -> AsyncIterator[tuple[Harness, RpcProxy]]:
+    """``fresh_index`` through a recording proxy (with ``rules``' faults): the harness and
+    the proxy, open until the block ends."""
+    with RpcProxy(rpc_url, rules=rules) as proxy:
+        cfg = write_config(
+            tmp, name, [proxy.url], deployment, finality="confirmations", confirmations=0,
+            **chain,
+        )  # fmt: skip
+        h = Harness(cfg)
+        try:
+            await h.to_head()
+            yield h, proxy
+        finally:
+            await h.close()
 
 
 def table_diff(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> str:

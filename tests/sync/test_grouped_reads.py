@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from support.rpc_proxy import RpcProxy
-from sync_support import Harness, run_traffic, table_diff, traffic, write_config
+from sync_support import proxied_index, run_traffic, table_diff, traffic
 from test_indexer_crash import bulk_events
 
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
@@ -33,25 +33,16 @@ async def index(
     tmp: Path, name: str, url: str, deployed: Deployment, multicall: str, **chain: Any
 ) -> tuple[dict[str, list[tuple[Any, ...]]], list[Any]]:
     """A fresh index of the whole chain through a recording proxy: its tables and eth_calls."""
-    with RpcProxy(url) as proxy:
-        cfg = write_config(
-            tmp, name, [proxy.url], deployed, multicall=multicall, finality="confirmations",
-            confirmations=0, **chain,
-        )  # fmt: skip
-        h = Harness(cfg)
-        try:
-            await h.to_head()
-            dump = h.dump()
-            # where each read came from (left out of dump(): it depends on the node)
-            dump["sources"] = sorted(
-                tuple(r)
-                for r in h.conn.execute(
-                    "SELECT contract, subject, kind, block_number, source FROM chain_reads"
-                )
+    async with proxied_index(tmp, name, url, deployed, multicall=multicall, **chain) as (h, proxy):
+        dump = h.dump()
+        # where each read came from (left out of dump(): it depends on the node)
+        dump["sources"] = sorted(
+            tuple(r)
+            for r in h.conn.execute(
+                "SELECT contract, subject, kind, block_number, source FROM chain_reads"
             )
-            return dump, proxy.requests_for("eth_call")
-        finally:
-            await h.close()
+        )
+        return dump, proxy.requests_for("eth_call")
 
 
 async def test_grouped_reads_index_what_lone_reads_index(

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from support.rpc_proxy import ProxyRules, RpcProxy
-from sync_support import Harness, run_traffic, table_diff, traffic, write_config
+from support.rpc_proxy import ProxyRules
+from sync_support import proxied_index, run_traffic, table_diff, traffic
 
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
@@ -32,22 +32,14 @@ async def index(
 ) -> tuple[dict[str, list[tuple[Any, ...]]], set[int], list[dict[str, Any]]]:
     """A fresh index of the whole chain: its tables, the blocks whose headers were asked
     for, and the log lines said while indexing."""
-    with RpcProxy(url, rules=ProxyRules(log_stamps=stamps)) as proxy:
-        cfg = write_config(
-            tmp, name, [proxy.url], deployed, finality="confirmations", confirmations=0,
-            max_range=40,
-        )  # fmt: skip
-        h = Harness(cfg)
-        try:
-            with capture_logs() as logs:
-                await h.to_head()
+    rules = ProxyRules(log_stamps=stamps)
+    with capture_logs() as logs:
+        async with proxied_index(tmp, name, url, deployed, rules, max_range=40) as (h, proxy):
             asked = {int(p[0], 16) for p in proxy.requests_for("eth_getBlockByNumber")
                      if p[0].startswith("0x")}  # fmt: skip
             dump = h.dump()
             dump["log_blocks"] = list(h.conn.execute("SELECT DISTINCT block_number FROM events"))
-            return dump, asked, logs
-        finally:
-            await h.close()
+    return dump, asked, logs
 
 
 async def test_the_index_is_the_same_whatever_the_logs_say_of_their_blocks_time(
