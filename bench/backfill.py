@@ -29,6 +29,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -69,6 +70,7 @@ from keeper.devnet.contracts import load_artifact
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.domain.multicall import MULTICALL3_ADDRESS, encode_aggregate3
 from keeper.sync.view_calls import AGGREGATE_SIZE, AGGREGATES_AT_ONCE
+from tests.support.rpc_proxy import RpcProxy
 
 CONTRACT_NAME = "erc8183"
 
@@ -326,10 +328,14 @@ def _measure(
     # One unmeasured backfill first: whatever reads the chain first pays the node's cold
     # start (anvil serves its blocks' headers, logs and states slower the first time: a
     # sparse backfill measured 30% slower as the first reader than as the second), and
-    # the ceilings and both measured backfills should all find it warm.
-    run_backfill(write_config(work, "backfill-warm", node.url, d,
-                              [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span),
-                 env=IN_PROCESS)  # fmt: skip
+    # the ceilings and both measured backfills should all find it warm. It goes through
+    # the recording proxy, which counts the JSON-RPC calls (a batch's each) a backfill
+    # makes: what a public endpoint bills, and what its rate limit is spent on.
+    with RpcProxy(node.url) as counting:
+        run_backfill(write_config(work, "backfill-warm", counting.url, d,
+                                  [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span),
+                     env=IN_PROCESS)  # fmt: skip
+        calls = Counter(method for method, _ in counting.calls)
     c_secs, c_count = asyncio.run(ceiling(node.url, d.erc8183, first, last, span))
     if c_count != wl.events:
         raise RuntimeError(f"getLogs returned {c_count} escrow logs of {wl.events}")
@@ -372,6 +378,7 @@ def _measure(
     if r_secs is not None:
         res.add("ceiling with the getJob reads alone (raw eth_call)", c_count / r_secs, "ev/s")
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
+    res.add("JSON-RPC calls per 1,000 events", 1000 * calls.total() / wl.events, "calls")
     res.add("events/s inside the command", summary["events_per_second"], "ev/s")
     res.add("peak RSS, the command and its fetch process", peak_kb / 1024, "MB")
     res.add("the fetch process's own peak RSS (0: none started)",
@@ -399,6 +406,7 @@ def _measure(
         "naive_seconds": round(n_secs, 2),
         "stored_events": stored, "jobs": jobs, "chain_reads": reads,
         "descriptions_checked": described,
+        "rpc_calls": dict(sorted(calls.items())),
         "backfill_peak_kb": peak_kb,
     })  # fmt: skip
     return d, peak_kb
