@@ -219,10 +219,10 @@ def block_timestamps(raw: Mapping[int, Any]) -> dict[int, int]:
     out: dict[int, int] = {}
     last = 0
     for number in sorted(raw):
-        value = raw[number]
-        if not isinstance(value, str) or not _QUANTITY.match(value):
+        try:
+            stamp = quantity(raw[number], "log.blockTimestamp")
+        except InvalidResponse:
             continue
-        stamp = int(value, 16)
         if (stamp == 0 and number > 0) or stamp < last:
             return {}
         out[number] = last = stamp
