@@ -107,9 +107,9 @@ class Logs(list[Log]):
 
     __slots__ = ("timestamps",)
 
-    def __init__(self, logs: Iterable[Log] = (), timestamps: dict[int, int] | None = None):
+    def __init__(self, logs: Iterable[Log] = ()):
         super().__init__(logs)
-        self.timestamps: dict[int, int] = {} if timestamps is None else timestamps
+        self.timestamps: dict[int, int] = {}
 
 
 @dataclass(slots=True, unsafe_hash=True)  # a value; not frozen: see the module docstring
