@@ -17,6 +17,7 @@ are committed.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.scan import scan_logs, wire_size
+from keeper.sync.log_stamps import disagreements, headers_to_read
 from keeper.waiting import cancel_and_wait
 
 __all__ = ["CHILD_FETCHING_AHEAD", "FETCHING_AHEAD", "PREFETCH_RANGES", "Fetched", "RangeFetcher"]
@@ -82,6 +84,7 @@ class RangeFetcher:
         self.execute_reads = execute_reads
         self.ahead = ahead  # batches fetched behind the one ready (FETCHING_AHEAD)
         self.trust_stamps = True  # until the node's log timestamps disagree with its headers
+        self.sample = random.Random()  # which timed block's header a batch reads
 
     async def prefetched(self, start: int, end: int) -> AsyncGenerator[Fetched, None]:
         """Blocks ``start``..``end`` as ready batches, the next fetched while one is used."""
@@ -151,29 +154,29 @@ class RangeFetcher:
         A block whose logs carried its timestamp (``stamps``) needs no header: below
         finality its logs' hash is taken as canonical (a deeper reorg is one the
         configured finality rules out; docs/reliability.md). Only ``hi`` (the
-        cursor's anchor) and the lowest such block, to check the node's log
-        timestamps against its headers, are read for them; on a sparse chain that
-        is one header a batch instead of one a block, and on a public endpoint,
-        which counts every call, a fraction of the calls. A node whose log
-        timestamps disagree with its headers has every header read from then on.
+        cursor's anchor) and one such block drawn at random, to check the node's
+        log timestamps against its headers (keeper.sync.log_stamps), are read for
+        them; on a sparse chain that is one header a batch instead of one a block,
+        and on a public endpoint, which counts every call, a fraction of the calls.
+        A node whose log timestamps disagree with its headers has every header read
+        from then on, by the batches still in flight too.
         """
         blocks = {lg.block_number for lg in logs}
         stamped = {n: stamps[n] for n in blocks if n in stamps} if self.trust_stamps else {}
-        wanted = (blocks - stamped.keys()) | {hi} | ({min(stamped)} if stamped else set())
-        by_number = await self._headers(wanted)
-        wrong = [(n, t, by_number[n].timestamp) for n, t in stamped.items()
-                 if n in by_number and by_number[n].timestamp != t]  # fmt: skip
-        if wrong:
-            if self.trust_stamps:  # said once, by the first of the batches in flight
-                self.trust_stamps = False
-                block, said, read = wrong[0]
-                log.warning(
-                    "log_timestamps_disagree",
-                    block=block,
-                    log_timestamp=said,
-                    header_timestamp=read,
-                    effect="each block's header is read for its timestamp from now on",
-                )
+        by_number = await self._headers(headers_to_read(blocks, stamped, hi, self.sample))
+        wrong = disagreements(stamped, by_number)
+        if wrong and self.trust_stamps:  # said once, by the first of the batches in flight
+            self.trust_stamps = False
+            block, said, header_block, read = wrong[0]
+            log.warning(
+                "log_timestamps_disagree",
+                block=block,
+                log_timestamp=said,
+                header_block=header_block,
+                header_timestamp=read,
+                effect="each block's header is read for its timestamp from now on",
+            )
+        if stamped and not self.trust_stamps:  # this batch's finding or another's
             by_number |= await self._headers(blocks - by_number.keys())
             stamped = {}
         for lg in logs:

@@ -106,7 +106,8 @@ class ProxyRules:
     # seconds every HTTP request waits before it is served: a remote endpoint's round trip
     latency: float = 0.0
     # getLogs entries' blockTimestamp: "strip" (a node before execution-apis#639),
-    # "zero" (a gateway leaving it at 0x0), "skew" (one second off its header's)
+    # "zero" (a gateway leaving it at 0x0), "skew" (one second off its header's),
+    # "first" (each answer's entries timed as its first, but the last block asked's)
     log_stamps: str = ""
     seed: int = 1234
 
@@ -148,17 +149,24 @@ def _aimed_at(rule: MethodRule | None, params: Any) -> bool:
     return isinstance(first, dict) and str(first.get("to", "")).lower() == rule.to.lower()
 
 
-def _restamp(logs: Any, how: str) -> None:
-    """Rewrite each getLogs entry's ``blockTimestamp`` as ``ProxyRules.log_stamps`` says."""
-    for entry in logs if isinstance(logs, list) else []:
+def _restamp(logs: Any, how: str, to_block: Any) -> None:
+    """Rewrite each getLogs entry's ``blockTimestamp`` as ``ProxyRules.log_stamps`` says.
+
+    ``first`` times every entry as the answer's first one, but those of the block asked
+    up to (``to_block``): wrong on the blocks between only, in chain time's order."""
+    entries = logs if isinstance(logs, list) else []
+    for entry in entries:
         if how == "strip":
             entry.pop("blockTimestamp", None)
         elif how == "zero":
             entry["blockTimestamp"] = "0x0"
         elif how == "skew":
             entry["blockTimestamp"] = hex(int(entry["blockTimestamp"], 16) + 1)
+        elif how == "first":
+            if not _numbered(to_block) or int(entry["blockNumber"], 16) != int(to_block, 16):
+                entry["blockTimestamp"] = entries[0]["blockTimestamp"]
         else:
-            raise ValueError(f"log_stamps: {how!r} is not strip, zero or skew")
+            raise ValueError(f"log_stamps: {how!r} is not strip, zero, skew or first")
 
 
 def _numbered(tag: Any) -> bool:
@@ -399,7 +407,8 @@ class RpcProxy:
             reply["result"] = hex(head)
         if "result" in reply:
             if method == "eth_getLogs" and self.rules.log_stamps:
-                _restamp(reply["result"], self.rules.log_stamps)
+                to_block = params[0].get("toBlock") if params else None
+                _restamp(reply["result"], self.rules.log_stamps, to_block)
             if method == "eth_getLogs" and reply["result"] and self._take(method, "empty_logs"):
                 reply["result"] = []
             elif self._take(method, "null_result"):

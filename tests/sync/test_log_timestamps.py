@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from support.rpc_proxy import ProxyRules
 from sync_support import proxied_index, run_traffic, table_diff, traffic
 
-from keeper.devnet.anvil import AnvilProcess
+from keeper.devnet.anvil import AnvilProcess, rpc_call
 from keeper.devnet.deploy import Deployment, deploy_all
 
 
@@ -28,13 +28,16 @@ def deployed(anvil: AnvilProcess) -> Deployment:
 
 
 async def index(
-    tmp: Path, name: str, url: str, deployed: Deployment, stamps: str
+    tmp: Path, name: str, url: str, deployed: Deployment, stamps: str, max_range: int = 40
 ) -> tuple[dict[str, list[tuple[Any, ...]]], set[int], list[dict[str, Any]]]:
     """A fresh index of the whole chain: its tables, the blocks whose headers were asked
     for, and the log lines said while indexing."""
     rules = ProxyRules(log_stamps=stamps)
     with capture_logs() as logs:
-        async with proxied_index(tmp, name, url, deployed, rules, max_range=40) as (h, proxy):
+        async with proxied_index(tmp, name, url, deployed, rules, max_range=max_range) as (
+            h,
+            proxy,
+        ):
             asked = {int(p[0], 16) for p in proxy.requests_for("eth_getBlockByNumber")
                      if p[0].startswith("0x")}  # fmt: skip
             dump = h.dump()
@@ -65,3 +68,20 @@ async def test_the_index_is_the_same_whatever_the_logs_say_of_their_blocks_time(
     (said,) = [e for e in skew_logs if e["event"] == "log_timestamps_disagree"]
     assert said["log_timestamp"] == said["header_timestamp"] + 1
     assert log_blocks <= skew_asked
+
+
+async def test_log_timestamps_wrong_on_some_blocks_only_are_caught(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """A node that times each answer's logs as its first block's, but for the block asked
+    up to: the lowest block and the cursor's anchor agree with their headers, so a fixed
+    choice of the header to check would never see it; a drawn one does, on the first
+    batches."""
+    rpc_call(anvil.url, "anvil_setBlockTimestampInterval", [1])  # each block a second on
+    await run_traffic(traffic(anvil.url, deployed), 16)
+    # ranges of up to 16 blocks: batches timing 6 to 14 blocks, each drawing a right one
+    # at 1 in 5 or less, all of them about 1 in a million
+    _, _, first_logs = await index(tmp_path, "first", anvil.url, deployed, "first", 16)
+    (said,) = [e for e in first_logs if e["event"] == "log_timestamps_disagree"]
+    assert said["log_timestamp"] < said["header_timestamp"], said
+    assert said["header_block"] == said["block"], said
