@@ -348,24 +348,21 @@ class _Handlers:
         raise web.HTTPFound(f"/{kind}/{name}/{subject}")
 
     async def job_page(self, request: web.Request) -> web.Response:
-        try:
-            contract, job_id, item = await self._item("jobs", request)
-        except BadParam as exc:
-            return html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
-        if item is None:
-            what = f"No job {job_id} on {self.names.get(contract, contract)}."
-            return html(render_not_found(what, self.contracts), 404)
-        return html(render_subject("jobs", item, self.names.get(contract, contract)))
+        return await self._subject_page("jobs", request)
 
     async def task_page(self, request: web.Request) -> web.Response:
+        return await self._subject_page("tasks", request)
+
+    async def _subject_page(self, kind: Kind, request: web.Request) -> web.Response:
         try:
-            contract, task_id, item = await self._item("tasks", request)
+            contract, subject, item = await self._item(kind, request)
         except BadParam as exc:
             return html(render_not_found(f"{exc.param}: {exc.message}", self.contracts), 400)
+        name = self.names.get(contract, contract)
         if item is None:
-            what = f"No task {task_id} on {self.names.get(contract, contract)}."
+            what = f"No {'job' if kind == 'jobs' else 'task'} {subject} on {name}."
             return html(render_not_found(what, self.contracts), 404)
-        return html(render_subject("tasks", item, self.names.get(contract, contract)))
+        return html(render_subject(kind, item, name))
 
 
 def make_app(

@@ -519,6 +519,11 @@ class TestPages:
         assert response.status == 404
         assert "No job 424242 on acp." in await response.text()
 
+    async def test_unknown_task_page_is_404(self, client: Client) -> None:
+        response = await client.get(f"/tasks/tm/{task_id(4242)}")
+        assert response.status == 404
+        assert f"No task {task_id(4242)} on tm." in await response.text()
+
 
 class TestNoSecrets:
     async def test_registered_secrets_never_served(self, world: World) -> None:
