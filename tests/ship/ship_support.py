@@ -24,6 +24,46 @@ ROOT = Path(__file__).resolve().parents[2]
 # The build stage copies exactly these into /src before building the wheel.
 SOURCE_ITEMS = ("pyproject.toml", "README.md", "keeper")
 
+# the environment variable the shipped keeper's signing key comes from
+KEY_ENV = "SHIP_KEEPER_KEY"
+EXPIRED = 5  # JobStatus.Expired
+
+
+def keeper_toml(path: Path, rpc_url: str, commerce: str, start_block: int, database: str) -> Path:
+    """An operator's keeper.toml for one ERC-8183 escrow, the key from ``KEY_ENV``; the
+    API on a free port. The reply timeout outlasts any reply a test holds back, so only
+    a signal can end that wait."""
+    path.write_text(
+        f"""[chain]
+chain_id = 31337
+rpc_urls = ["{rpc_url}"]
+finality = "confirmations"
+confirmations = 0
+poll_interval = 0.2
+request_timeout = 60
+
+[database]
+path = "{database}"
+
+[[contracts]]
+name = "commerce"
+protocol = "erc8183"
+address = "{commerce}"
+start_block = {start_block}
+
+[keeper]
+enabled = true
+private_key_env = "{KEY_ENV}"
+confirmations = 1
+min_balance_wei = 1000
+
+[api]
+listen = "127.0.0.1:{free_port()}"
+"""
+    )
+    path.chmod(0o644)
+    return path
+
 
 @dataclass(frozen=True)
 class Installed:

@@ -35,15 +35,23 @@ from typing import Any
 
 import pytest
 from act.keeper_harness import KEEPER_KEYS, Escrows, address_of
-from ship_support import ROOT, clean_env, dockerfile_healthcheck, free_port, http_get, wait_for
+from ship_support import (
+    EXPIRED,
+    KEY_ENV,
+    ROOT,
+    clean_env,
+    dockerfile_healthcheck,
+    free_port,
+    http_get,
+    keeper_toml,
+    wait_for,
+)
 from support.rpc_proxy import RpcProxy
 
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 
 SCRIPT = ROOT / "scripts" / "podman-image"
-KEY_ENV = "SHIP_KEEPER_KEY"
-EXPIRED = 5  # JobStatus.Expired
 KEEPER_UID = 10001
 GRACE_SECONDS = 10  # `podman stop`'s default, like docker's
 
@@ -157,38 +165,6 @@ class TestImageContents:
         assert "/data" in cfg["Volumes"]
 
 
-def write_config(path: Path, rpc_url: str, escrows: Escrows) -> Path:
-    """The operator's keeper.toml: the database on the data volume, the key from the env."""
-    path.write_text(
-        f"""[chain]
-chain_id = 31337
-rpc_urls = ["{rpc_url}"]
-finality = "confirmations"
-confirmations = 0
-poll_interval = 0.2
-# longer than the test holds a send's reply, so only SIGTERM can end that wait
-request_timeout = 60
-
-[database]
-path = "/data/keeper.db"
-
-[[contracts]]
-name = "commerce"
-protocol = "erc8183"
-address = "{escrows.d.commerce}"
-start_block = {escrows.d.start_block}
-
-[keeper]
-enabled = true
-private_key_env = "{KEY_ENV}"
-confirmations = 1
-min_balance_wei = 1000
-"""
-    )
-    path.chmod(0o644)
-    return path
-
-
 def rows(database: Path, sql: str) -> list[tuple[Any, ...]]:
     conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
     try:
@@ -258,7 +234,13 @@ def test_operator_run_refunds_reports_healthy_and_stops_cleanly(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with RpcProxy(escrows.url) as proxy:
-        config = write_config(tmp_path / "keeper.toml", proxy.url, escrows)
+        config = keeper_toml(
+            tmp_path / "keeper.toml",
+            proxy.url,
+            escrows.d.commerce,
+            escrows.d.start_block,
+            "/data/keeper.db",
+        )  # the database on the data volume
 
         def start() -> Container:
             return Container(

@@ -21,49 +21,14 @@ from typing import Any
 
 import pytest
 from act.keeper_harness import KEEPER_KEYS, Escrows, address_of
-from ship_support import clean_env, free_port, wait_for
+from ship_support import EXPIRED, KEY_ENV, clean_env, free_port, keeper_toml, wait_for
 from support.rpc_proxy import RpcProxy
 
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 
-KEY_ENV = "SHIP_KEEPER_KEY"
-EXPIRED = 5  # JobStatus.Expired
 # the container's stop grace period (docker's default is 10 s)
 GRACE_SECONDS = 10.0
-
-
-def write_config(path: Path, rpc_url: str, escrows: Escrows, database: Path) -> Path:
-    path.write_text(
-        f"""[chain]
-chain_id = 31337
-rpc_urls = ["{rpc_url}"]
-finality = "confirmations"
-confirmations = 0
-poll_interval = 0.2
-# longer than the test holds the send's reply, so only SIGTERM can end the wait
-request_timeout = 60
-
-[database]
-path = "{database}"
-
-[[contracts]]
-name = "commerce"
-protocol = "erc8183"
-address = "{escrows.d.commerce}"
-start_block = {escrows.d.start_block}
-
-[keeper]
-enabled = true
-private_key_env = "{KEY_ENV}"
-confirmations = 1
-min_balance_wei = 1000
-
-[api]
-listen = "127.0.0.1:{free_port()}"
-"""
-    )
-    return path
 
 
 def rows(database: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -129,7 +94,13 @@ def test_sigterm_mid_send_persists_and_restart_does_not_resend(
     database = tmp_path / "keeper.db"
     log = tmp_path / "daemon.log"
     with RpcProxy(escrows.url) as proxy:
-        config = write_config(tmp_path / "keeper.toml", proxy.url, escrows, database)
+        config = keeper_toml(
+            tmp_path / "keeper.toml",
+            proxy.url,
+            escrows.d.commerce,
+            escrows.d.start_block,
+            str(database),
+        )
         proxy.rules.on("eth_sendRawTransaction", drop_reply=1, drop_mode="timeout", delay=120)
 
         first = Daemon(config, log)
