@@ -67,16 +67,22 @@ BUDGET = 10**6
 BLOCK_TIME = 1  # seconds (anvil interval mining takes whole seconds)
 
 
+def funded_client(url: str, d: Deployment, spender: str, amount: int) -> Sender:
+    """The client, minted ``amount`` of the token and with ``spender`` approved for it."""
+    client = Sender(url, CLIENT_KEY)
+    wait_receipts(url, [
+        Sender(url, DEV_KEYS[0]).send(d.usdc, calldata(
+            "mint(address,uint256)", ["address", "uint256"], [client.address, amount]), 200_000),
+        client.send(d.usdc, calldata(
+            "approve(address,uint256)", ["address", "uint256"], [spender, amount]), 200_000),
+    ])  # fmt: skip
+    return client
+
+
 def funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:
     """``n`` Funded jobs sharing one deadline, 200 jobs (600 txs) per mined block."""
     chain = ChainControl(url)
-    deployer, client = Sender(url, DEV_KEYS[0]), Sender(url, CLIENT_KEY)
-    wait_receipts(url, [
-        deployer.send(d.usdc, calldata("mint(address,uint256)", ["address", "uint256"],
-                                       [client.address, BUDGET * n]), 200_000),
-        client.send(d.usdc, calldata("approve(address,uint256)", ["address", "uint256"],
-                                     [d.commerce, BUDGET * n]), 200_000),
-    ])  # fmt: skip
+    client = funded_client(url, d, d.commerce, BUDGET * n)
     create = calldata(
         "createJob(address,address,uint256,string,address,uint256)",
         ["address", "address", "uint256", "string", "address", "uint256"],
@@ -115,13 +121,7 @@ def expiring_tasks(url: str, d: Deployment, n: int, expired_at: int) -> None:
     ``expired_at`` exactly.
     """
     chain = ChainControl(url)
-    deployer, client = Sender(url, DEV_KEYS[0]), Sender(url, CLIENT_KEY)
-    wait_receipts(url, [
-        deployer.send(d.usdc, calldata("mint(address,uint256)", ["address", "uint256"],
-                                       [client.address, BUDGET * n]), 200_000),
-        client.send(d.usdc, calldata("approve(address,uint256)", ["address", "uint256"],
-                                     [d.taskmarket, BUDGET * n]), 200_000),
-    ])  # fmt: skip
+    client = funded_client(url, d, d.taskmarket, BUDGET * n)
     zero = "0x" + "00" * 20
     chain.set_automine(False)
     try:
@@ -144,14 +144,8 @@ def expiring_tasks(url: str, d: Deployment, n: int, expired_at: int) -> None:
 def erc8183_funded_jobs(url: str, d: Deployment, n: int, expired_at: int) -> None:
     """``n`` Funded jobs on the ERC8183 escrow: createJob, setBudget (provider), fund."""
     chain = ChainControl(url)
-    deployer, client = Sender(url, DEV_KEYS[0]), Sender(url, CLIENT_KEY)
+    client = funded_client(url, d, d.erc8183, BUDGET * n)
     provider = Sender(url, PROVIDER_KEY)
-    wait_receipts(url, [
-        deployer.send(d.usdc, calldata("mint(address,uint256)", ["address", "uint256"],
-                                       [client.address, BUDGET * n]), 200_000),
-        client.send(d.usdc, calldata("approve(address,uint256)", ["address", "uint256"],
-                                     [d.erc8183, BUDGET * n]), 200_000),
-    ])  # fmt: skip
     create = calldata(
         "createJob(address,address,uint48,string,address,uint256,bytes)",
         ["address", "address", "uint48", "string", "address", "uint256", "bytes"],
