@@ -25,7 +25,9 @@ from keeper.rpc.validate import (
     bloom_may_contain,
     data,
     hash32,
+    int64,
     parse_block,
+    parse_receipt,
     quantity,
     validate_logs,
 )
@@ -107,7 +109,7 @@ class RpcClient(JsonRpcTransport):
 
     async def block_number(self) -> int:
         return int(
-            await self.request("eth_blockNumber", [], parse=lambda r: quantity(r, "blockNumber"))
+            await self.request("eth_blockNumber", [], parse=lambda r: int64(r, "blockNumber"))
         )
 
     async def get_block(self, ref: BlockRef, *, must_exist: bool = False) -> BlockHeader | None:
@@ -306,7 +308,7 @@ class RpcClient(JsonRpcTransport):
             "eth_getTransactionReceipt",
             [hash32(tx_hash, "tx_hash")],
             nullable=True,
-            parse=_object("receipt"),
+            parse=parse_receipt,
         )
         return result
 
@@ -324,7 +326,7 @@ class RpcClient(JsonRpcTransport):
             await self.request(
                 "eth_getTransactionCount",
                 [address.lower(), block_param(block)],
-                parse=lambda r: quantity(r, "nonce"),
+                parse=lambda r: int64(r, "nonce"),
             )
         )
 
@@ -370,7 +372,7 @@ class RpcClient(JsonRpcTransport):
                 for tx_hash in checked:
                     receipt = await self.request_at(
                         name, "eth_getTransactionReceipt", [tx_hash], nullable=True,
-                        parse=_object("receipt"),
+                        parse=parse_receipt,
                     )  # fmt: skip
                     if receipt is not None:
                         return (tx_hash, receipt), True, True
@@ -401,7 +403,7 @@ class RpcClient(JsonRpcTransport):
             try:
                 return int(
                     await self.request_at(
-                        name, "eth_blockNumber", [], parse=lambda r: quantity(r, "blockNumber")
+                        name, "eth_blockNumber", [], parse=lambda r: int64(r, "blockNumber")
                     )
                 )
             except RpcError:

@@ -40,6 +40,24 @@ def quantity(value: Any, what: str) -> int:
     raise InvalidResponse(f"{what}: not a hex quantity")
 
 
+_INT64_MAX = 2**63 - 1
+
+
+def int64(value: Any, what: str) -> int:
+    """A QUANTITY the index keeps as a signed 64-bit integer: a block number, a block's
+    timestamp, a log's or transaction's index.
+
+    No chain is near 2**63 in any of them, and the store's integers end there: a
+    node answering past it (a header's uint64 at its top, say) is answering wrong,
+    and is asked again like any other bad answer, where the value would otherwise
+    fail the commit.
+    """
+    number = quantity(value, what)
+    if number > _INT64_MAX:
+        raise InvalidResponse(f"{what}: {value} is past any chain's (2**63 - 1)")
+    return number
+
+
 def data(value: Any, what: str) -> bytes:
     """A JSON-RPC DATA field (even-length hex) as bytes.
 
@@ -82,11 +100,40 @@ def parse_block(raw: Any) -> BlockHeader:
     if not isinstance(raw, Mapping):
         raise InvalidResponse("block: not an object")
     return BlockHeader(
-        number=quantity(_field(raw, "number", "block"), "block.number"),
+        number=int64(_field(raw, "number", "block"), "block.number"),
         hash=hash32(_field(raw, "hash", "block"), "block.hash"),
         parent_hash=hash32(_field(raw, "parentHash", "block"), "block.parentHash"),
-        timestamp=quantity(_field(raw, "timestamp", "block"), "block.timestamp"),
+        timestamp=int64(_field(raw, "timestamp", "block"), "block.timestamp"),
     )
+
+
+def parse_receipt(raw: Any) -> dict[str, Any]:
+    """An ``eth_getTransactionReceipt`` result, checked in what the keeper reads of it.
+
+    Where it landed (``blockNumber``, ``blockHash``), whether it succeeded
+    (``status``: 0 or 1; absent before Byzantium) and its logs (objects with an
+    address and topics): a node's malformed receipt is a bad answer, asked
+    again, rather than an error inside the keeper's settlement.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidResponse("receipt: not an object")
+    int64(_field(raw, "blockNumber", "receipt"), "receipt.blockNumber")
+    hash32(_field(raw, "blockHash", "receipt"), "receipt.blockHash")
+    if raw.get("status") is not None and quantity(raw["status"], "receipt.status") > 1:
+        raise InvalidResponse("receipt.status: neither 0x0 nor 0x1")
+    logs = raw.get("logs", [])
+    if not isinstance(logs, list):
+        raise InvalidResponse("receipt.logs: not a list")
+    for entry in logs:
+        if not isinstance(entry, dict):
+            raise InvalidResponse("receipt.logs[]: not an object")
+        address(_field(entry, "address", "receipt.logs[]"), "receipt.logs[].address")
+        topics = _field(entry, "topics", "receipt.logs[]")
+        if not isinstance(topics, list) or len(topics) > 4:
+            raise InvalidResponse("receipt.logs[].topics: not a list of at most 4 hashes")
+        for topic in topics:
+            hash32(topic, "receipt.logs[].topics[]")
+    return raw
 
 
 class _Memo:
@@ -113,8 +160,8 @@ class _Memo:
     def address(self, value: Any, what: str) -> str:
         return _checked(self._address, address, value, what)
 
-    def quantity(self, value: Any, what: str) -> int:
-        return _checked(self._quantity, quantity, value, what)
+    def int64(self, value: Any, what: str) -> int:
+        return _checked(self._quantity, int64, value, what)
 
 
 def _checked(seen: dict[str, T], check: Callable[[Any, str], T], value: Any, what: str) -> T:
@@ -140,11 +187,11 @@ def parse_log(raw: Any, memo: _Memo | None = None) -> Log:
         address=m.address(_field(raw, "address", "log"), "log.address"),
         topics=tuple(m.hash32(t, "log.topics[]") for t in topics_raw),
         data=data(_field(raw, "data", "log"), "log.data"),
-        block_number=m.quantity(_field(raw, "blockNumber", "log"), "log.blockNumber"),
+        block_number=m.int64(_field(raw, "blockNumber", "log"), "log.blockNumber"),
         block_hash=m.hash32(_field(raw, "blockHash", "log"), "log.blockHash"),
         tx_hash=m.hash32(_field(raw, "transactionHash", "log"), "log.transactionHash"),
-        tx_index=m.quantity(_field(raw, "transactionIndex", "log"), "log.transactionIndex"),
-        log_index=quantity(_field(raw, "logIndex", "log"), "log.logIndex"),
+        tx_index=m.int64(_field(raw, "transactionIndex", "log"), "log.transactionIndex"),
+        log_index=int64(_field(raw, "logIndex", "log"), "log.logIndex"),
     )
 
 
@@ -211,8 +258,8 @@ def block_timestamps(raw: Mapping[int, Any]) -> dict[int, int]:
     """The blocks' timestamps as a getLogs answer's entries gave them (block -> raw
     ``blockTimestamp``), or none when the answer's cannot be believed.
 
-    A block whose entry has no timestamp, or one that is not a quantity, is left out:
-    its header is read instead, as for a node that predates the field. A zero (a
+    A block whose entry has no timestamp, or one that is not a quantity (``int64``), is
+    left out: its header is read instead, as for a node that predates the field. A zero (a
     gateway that leaves the field at its default) or a timestamp below an earlier
     block's (chain time never goes back) discredits the whole answer.
     """
@@ -220,7 +267,7 @@ def block_timestamps(raw: Mapping[int, Any]) -> dict[int, int]:
     last = 0
     for number in sorted(raw):
         try:
-            stamp = quantity(raw[number], "log.blockTimestamp")
+            stamp = int64(raw[number], "log.blockTimestamp")
         except InvalidResponse:
             continue
         if (stamp == 0 and number > 0) or stamp < last:
@@ -268,10 +315,10 @@ def _fast_log(item: Any, memo: _Memo) -> Log | None:
         if tx is None or tx[0] != raw_number or tx[1] != raw_block or tx[2] != raw_index:
             tx = memo.txs[raw_tx] = (
                 raw_number, raw_block, raw_index,
-                memo.quantity(raw_number, "log.blockNumber"),
+                memo.int64(raw_number, "log.blockNumber"),
                 memo.hash32(raw_block, "log.blockHash"),
                 memo.hash32(raw_tx, "log.transactionHash"),
-                memo.quantity(raw_index, "log.transactionIndex"),
+                memo.int64(raw_index, "log.transactionIndex"),
             )  # fmt: skip
         hashes = memo.hashes
         return Log(
@@ -282,7 +329,7 @@ def _fast_log(item: Any, memo: _Memo) -> Log | None:
             tx[4],
             tx[5],
             tx[6],
-            memo.quantity(item["logIndex"], "log.logIndex"),
+            memo.int64(item["logIndex"], "log.logIndex"),
         )
     except (KeyError, TypeError, ValueError):
         return None  # InvalidResponse is a ValueError: parse_log raises it again, named

@@ -34,6 +34,7 @@ from support.rpc_proxy import RpcProxy
 from keeper.act import Keeper
 from keeper.domain.model import JobState, JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
+from keeper.errors import KeeperError
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 
@@ -301,6 +302,36 @@ class TestForgetfulNode:
         await run(keeper, escrows, rpc, ids)
         [again] = keeper_books.all_attempts(keeper.store)
         assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
+
+
+class TestMalformedReceipt:
+    """A node's malformed receipt is a bad answer, never an error inside settlement."""
+
+    async def test_the_receipt_is_asked_again_and_the_send_confirmed_once(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A receipt whose block is past any 64-bit integer failed the store's write, an
+        error the daemon's loop does not expect. Now the tick fails as on any bad answer,
+        which the daemon logs, and a later one confirms the one transaction."""
+        fault = "huge_quantity"
+        ids = escrows.expired_jobs(1)
+        failed = []
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
+            keeper = make_keeper(client=client)
+            proxy.rules.on("eth_getTransactionReceipt", **{fault: 3})
+            for _ in range(6):
+                try:  # as the daemon's keep loop does
+                    await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                except KeeperError as exc:
+                    failed.append(exc)
+                escrows.control.mine()
+            assert proxy.count(fault, "eth_getTransactionReceipt") == 3
+        assert failed and all("eth_getTransactionReceipt" in str(e) for e in failed), failed
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        assert attempt.status == "confirmed"
+        [intent] = keeper_books.all_intents(keeper.store)
+        assert intent.outcome == "confirmed"
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
 
 
 class TestStuck:

@@ -17,6 +17,7 @@ from keeper.rpc.validate import (
     data,
     parse_block,
     parse_log,
+    parse_receipt,
     quantity,
     validate_logs,
 )
@@ -25,6 +26,7 @@ H1 = "0x" + "11" * 32
 H2 = "0x" + "22" * 32
 H3 = "0x" + "44" * 32
 H4 = "0x" + "55" * 32
+H5 = "0x" + "66" * 32
 ADDR = "0x" + "aa" * 20
 
 
@@ -55,6 +57,10 @@ MALFORMED: list[dict[str, Any]] = [
     {"blockHash": None},
     {"logIndex": 1},
     {"removed": True},
+    # past a signed 64-bit integer: no chain is there, and the store's integers end there
+    {"blockNumber": hex(2**63)},
+    {"transactionIndex": hex(2**63)},
+    {"logIndex": hex(2**64 - 1)},
 ]
 
 
@@ -87,12 +93,61 @@ class TestParse:
         with pytest.raises(InvalidResponse):
             parse_block({"number": "0x2", "hash": H2, "timestamp": "0x64"})
 
+    @pytest.mark.parametrize("field", ["number", "timestamp"])
+    def test_a_header_past_64_bits_is_refused_by_name(self, field: str) -> None:
+        """A header's uint64 at its top fits no chain and no store integer: refused,
+        naming the field, where it would otherwise fail the commit."""
+        raw = {"number": "0x2", "hash": H2, "parentHash": H1, "timestamp": "0x64"}
+        assert getattr(parse_block({**raw, field: hex(2**63 - 1)}), field) == 2**63 - 1
+        with pytest.raises(InvalidResponse, match=f"block.{field}: .* past any chain"):
+            parse_block({**raw, field: hex(2**64 - 1)})
+
     def test_quantity_bounds(self) -> None:
         """Quantities accept leading zeros but not empty, non-hex or >256-bit values."""
         assert quantity("0x00", "q") == 0
         for bad in ("0x", "0xzz", "1", 5, "0x" + "f" * 65):
             with pytest.raises(InvalidResponse):
                 quantity(bad, "q")
+
+
+RECEIPT: dict[str, Any] = {
+    "blockNumber": "0x10",
+    "blockHash": H1,
+    "status": "0x1",
+    "logs": [{"address": ADDR, "topics": [H2, H3], "data": "0x"}],
+}
+
+
+class TestReceipt:
+    def test_a_well_formed_receipt_is_returned_as_it_is(self) -> None:
+        assert parse_receipt(RECEIPT) is RECEIPT
+        assert parse_receipt({**RECEIPT, "status": None, "logs": []})["logs"] == []
+
+    @pytest.mark.parametrize(
+        ("over", "named"),
+        [
+            ({"blockNumber": None}, "receipt: missing blockNumber"),
+            ({"blockNumber": hex(2**64 - 1)}, "receipt.blockNumber"),
+            ({"blockHash": "0x12"}, "receipt.blockHash"),
+            ({"status": "0x2"}, "receipt.status"),
+            ({"status": 1}, "receipt.status"),
+            ({"logs": {}}, "receipt.logs: not a list"),
+            ({"logs": [1]}, r"receipt.logs\[\]: not an object"),
+            ({"logs": [{"address": ADDR}]}, r"receipt.logs\[\]: missing topics"),
+            ({"logs": [{"address": "0x1", "topics": []}]}, r"receipt.logs\[\].address"),
+            ({"logs": [{"address": ADDR, "topics": [H1] * 5}]}, "at most 4"),
+            ({"logs": [{"address": ADDR, "topics": ["0x1"]}]}, r"topics\[\]"),
+        ],
+    )
+    def test_what_the_keeper_reads_is_checked_by_name(
+        self, over: dict[str, Any], named: str
+    ) -> None:
+        """Where it landed, whether it succeeded and its logs: a malformed one is a bad
+        answer (asked again), not an error inside the keeper's settlement."""
+        with pytest.raises(InvalidResponse, match=named):
+            parse_receipt({**RECEIPT, **over})
+        with pytest.raises(InvalidResponse, match="receipt: not an object"):
+            parse_receipt([RECEIPT])
 
 
 class TestValidateLogs:
@@ -181,6 +236,7 @@ class TestLogTimestamps:
                 raw_log(blockNumber="0x11", blockHash=H2, blockTimestamp="0x65"),
                 raw_log(blockNumber="0x12", blockHash=H3),
                 raw_log(blockNumber="0x13", blockHash=H4, blockTimestamp="65"),
+                raw_log(blockNumber="0x14", blockHash=H5, blockTimestamp=hex(2**64 - 1)),
             ]
         )
         assert logs.timestamps == {16: 100, 17: 101}

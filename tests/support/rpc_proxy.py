@@ -63,6 +63,9 @@ POOL_ERRORS: dict[str, dict[str, tuple[int, str]]] = {
 }
 
 
+HUGE = hex(2**64 - 1)
+
+
 @dataclass
 class MethodRule:
     """Faults for one method (or ``"batch"`` for whole-batch faults).
@@ -93,6 +96,8 @@ class MethodRule:
     # does for its head block while it builds the next one (anvil under mining)
     ahead: int = 0
     flaky: float = 0.0  # probability of an HTTP 503, drawn from the seeded RNG
+    # a header's timestamp or a receipt's block past any 64-bit integer (a uint64 at its top)
+    huge_quantity: int = 0
 
 
 @dataclass
@@ -409,6 +414,10 @@ class RpcProxy:
             if method == "eth_getLogs" and self.rules.log_stamps:
                 to_block = params[0].get("toBlock") if params else None
                 _restamp(reply["result"], self.rules.log_stamps, to_block)
+            if isinstance(reply["result"], dict) and self._take(method, "huge_quantity"):
+                for key in ("timestamp", "blockNumber"):  # a header's, a receipt's
+                    if key in reply["result"]:
+                        reply["result"][key] = HUGE
             if method == "eth_getLogs" and reply["result"] and self._take(method, "empty_logs"):
                 reply["result"] = []
             elif self._take(method, "null_result"):

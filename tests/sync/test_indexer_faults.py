@@ -7,8 +7,16 @@ import itertools
 from pathlib import Path
 
 import pytest
-from support.rpc_proxy import RpcProxy
-from sync_support import Harness, fresh_index, run_traffic, table_diff, traffic, write_config
+from support.rpc_proxy import ProxyRules, RpcProxy
+from sync_support import (
+    Harness,
+    fresh_index,
+    proxied_index,
+    run_traffic,
+    table_diff,
+    traffic,
+    write_config,
+)
 from test_indexer_crash import bulk_events
 
 from keeper.devnet.anvil import AnvilProcess, rpc_call
@@ -142,3 +150,21 @@ async def test_when_only_the_leading_endpoint_has_the_head_and_it_fails_the_rest
                 await fresh.close()
         finally:
             await h.close()
+
+
+async def test_a_number_past_64_bits_is_refused_and_the_index_converges(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """Headers timed at 2**64 - 1 (a spec's uint64, but past what any chain reaches and
+    what the store's integers hold; it failed the commit and ended the daemon) are refused
+    as a bad answer and asked again; the index is the clean one."""
+    await run_traffic(traffic(anvil.url, deployed), 4)
+    rules = ProxyRules()
+    rules.on("eth_getBlockByNumber", huge_quantity=3)
+    async with proxied_index(tmp_path, "huge", anvil.url, deployed, rules) as (h, proxy):
+        assert proxy.count("huge_quantity") == 3
+        fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
+        try:
+            assert table_diff(h.dump(), fresh.dump()) == ""
+        finally:
+            await fresh.close()
