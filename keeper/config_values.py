@@ -90,6 +90,8 @@ def gas_margin(value: object) -> float:
     number = pos_float(value)
     if number < 1.0:
         raise BadValue(f"must be >= 1.0 (a margin below the estimate fails), got {show(value)}")
+    if number > 100.0:
+        raise BadValue(f"must be <= 100 (a larger one is a typo, not a margin), got {show(value)}")
     return number
 
 

@@ -24,6 +24,7 @@ from keeper.rpc.validate import (
     InvalidResponse,
     bloom_may_contain,
     data,
+    gas,
     hash32,
     int64,
     parse_block,
@@ -272,7 +273,7 @@ class RpcClient(JsonRpcTransport):
         if block is not None:
             params.append(block_param(block))
         return int(
-            await self.request("eth_estimateGas", params, parse=lambda r: quantity(r, "gas"))
+            await self.request("eth_estimateGas", params, parse=lambda r: gas(r, "gas"))
         )
 
     async def send_raw_transaction(self, raw: bytes) -> str:

@@ -107,6 +107,19 @@ def parse_block(raw: Any) -> BlockHeader:
     )
 
 
+# gas is a uint64 by type, but no chain's block holds a thousandth of this
+_MAX_GAS = 2**48
+
+
+def gas(value: Any, what: str) -> int:
+    """A gas amount (an estimate): past any block's gas limit is a wrong answer, which
+    would otherwise be signed into a transaction no block can hold and stored."""
+    number = quantity(value, what)
+    if number > _MAX_GAS:
+        raise InvalidResponse(f"{what}: {value} is past any block's gas limit (2**48)")
+    return number
+
+
 def parse_receipt(raw: Any) -> dict[str, Any]:
     """An ``eth_getTransactionReceipt`` result, checked in what the keeper reads of it.
 

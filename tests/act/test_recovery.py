@@ -304,31 +304,35 @@ class TestForgetfulNode:
         assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
 
 
-class TestMalformedReceipt:
-    """A node's malformed receipt is a bad answer, never an error inside settlement."""
+class TestImpossibleNumbers:
+    """A node's number no chain can have is a bad answer, asked again: never signed into
+    a transaction, nor an error inside the keeper's books (a value past 2**63 - 1 failed
+    their SQLite write, an error the daemon's keep loop does not expect, and ended it)."""
 
-    async def test_the_receipt_is_asked_again_and_the_send_confirmed_once(
-        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    @pytest.mark.parametrize(
+        "method", ["eth_getTransactionReceipt", "eth_estimateGas", "eth_getTransactionCount"]
+    )
+    async def test_the_answer_is_asked_again_and_the_refund_sent_once(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, method: str
     ) -> None:
-        """A receipt whose block is past any 64-bit integer failed the store's write, an
-        error the daemon's loop does not expect. Now the tick fails as on any bad answer,
-        which the daemon logs, and a later one confirms the one transaction."""
-        fault = "huge_quantity"
+        """A receipt's block, a gas estimate or a transaction count at a uint64's top: the
+        tick fails as on any bad answer (the daemon logs it) and a later one goes on; the
+        one refund is sent and confirmed."""
         ids = escrows.expired_jobs(1)
         failed = []
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
             keeper = make_keeper(client=client)
-            proxy.rules.on("eth_getTransactionReceipt", **{fault: 3})
+            proxy.rules.on(method, huge_quantity=3)
             for _ in range(6):
                 try:  # as the daemon's keep loop does
                     await keeper.tick(await head(rpc), escrows.jobs(ids), [])
                 except KeeperError as exc:
                     failed.append(exc)
                 escrows.control.mine()
-            assert proxy.count(fault, "eth_getTransactionReceipt") == 3
-        assert failed and all("eth_getTransactionReceipt" in str(e) for e in failed), failed
+            assert proxy.count("huge_quantity", method) == 3
+        assert failed and all(method in str(e) for e in failed), failed
         [attempt] = keeper_books.all_attempts(keeper.store)
-        assert attempt.status == "confirmed"
+        assert attempt.status == "confirmed" and attempt.gas_limit < 10**6
         [intent] = keeper_books.all_intents(keeper.store)
         assert intent.outcome == "confirmed"
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED

@@ -15,6 +15,7 @@ from keeper.rpc.validate import (
     block_timestamps,
     bloom_may_contain,
     data,
+    gas,
     parse_block,
     parse_log,
     parse_receipt,
@@ -108,6 +109,11 @@ class TestParse:
         for bad in ("0x", "0xzz", "1", 5, "0x" + "f" * 65):
             with pytest.raises(InvalidResponse):
                 quantity(bad, "q")
+
+    def test_gas_past_any_blocks_limit_is_refused(self) -> None:
+        assert gas(hex(2**48), "gas") == 2**48
+        with pytest.raises(InvalidResponse, match=r"gas: .* past any block's gas limit"):
+            gas(hex(2**48 + 1), "gas")
 
 
 RECEIPT: dict[str, Any] = {

@@ -96,7 +96,8 @@ class MethodRule:
     # does for its head block while it builds the next one (anvil under mining)
     ahead: int = 0
     flaky: float = 0.0  # probability of an HTTP 503, drawn from the seeded RNG
-    # a header's timestamp or a receipt's block past any 64-bit integer (a uint64 at its top)
+    # a quantity past any 64-bit integer (a uint64 at its top): the result's own, or a
+    # header's timestamp, a receipt's block
     huge_quantity: int = 0
 
 
@@ -418,6 +419,8 @@ class RpcProxy:
                 for key in ("timestamp", "blockNumber"):  # a header's, a receipt's
                     if key in reply["result"]:
                         reply["result"][key] = HUGE
+            elif _numbered(reply["result"]) and self._take(method, "huge_quantity"):
+                reply["result"] = HUGE  # a quantity's: a count, a gas estimate
             if method == "eth_getLogs" and reply["result"] and self._take(method, "empty_logs"):
                 reply["result"] = []
             elif self._take(method, "null_result"):
