@@ -34,6 +34,9 @@ __all__ = [
 DEFAULT_LIMIT = 50
 # uint256 as a decimal string is at most 78 digits
 _MAX_JOB_ID = 2**256 - 1
+# a cursor's block is a created_block: the store's integers end here (a crafted cursor
+# past it failed the query with a 500)
+_MAX_BLOCK = 2**63 - 1
 
 _ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _TASK_ID_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
@@ -77,6 +80,7 @@ def decode_cursor(kind: Kind, token: str) -> PageKey:
         tag != kind[0]
         or isinstance(block, bool)
         or not isinstance(block, int)
+        or not 0 <= block <= _MAX_BLOCK
         or not isinstance(contract, str)
         or not isinstance(subject, str)
     ):

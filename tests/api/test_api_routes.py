@@ -304,6 +304,16 @@ class TestJobs:
             ("contract=nope", "contract"),
             ("cursor=!!!", "cursor"),
             ("cursor=WyJ0IiwxLCJ4IiwieSJd", "cursor"),  # a tasks cursor
+            # jobs cursors at block 2**70 (past the store's integers: it was a 500) and -1
+            (
+                "cursor=WyJqIiwxMTgwNTkxNjIwNzE3NDExMzAzNDI0LCIweDExMTExMTExMTExMTExMTExMTExMTEx"
+                "MTExMTExMTExMTExMTExMTExMTEiLCIxIl0",
+                "cursor",
+            ),
+            (
+                "cursor=WyJqIiwtMSwiMHgxMTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTExIiwiMSJd",
+                "cursor",
+            ),
             ("colour=blue", "colour"),
         ],
     )
