@@ -272,9 +272,7 @@ class RpcClient(JsonRpcTransport):
         params: list[Any] = [dict(tx)]
         if block is not None:
             params.append(block_param(block))
-        return int(
-            await self.request("eth_estimateGas", params, parse=lambda r: gas(r, "gas"))
-        )
+        return int(await self.request("eth_estimateGas", params, parse=lambda r: gas(r, "gas")))
 
     async def send_raw_transaction(self, raw: bytes) -> str:
         """Broadcast signed bytes; returns the transaction hash.
