@@ -149,6 +149,8 @@ class TestErrors:
             ("keeper", "enabled", "yes", "expected true or false, got 'yes'"),
             ("keeper", "gas_margin", 0.9, "must be >= 1.0 (a margin below the estimate fails)"),
             ("keeper", "gas_margin", 1e6, "must be <= 100 (a larger one is a typo"),
+            ("chain", "window", 2**70, "past TOML's 64-bit integers, got 1180591620717411303424"),
+            ("chain", "chain_id", -(2**63) - 1, "past TOML's 64-bit integers"),
             ("keeper", "max_fee_gwei", 0.0000000001, "must be a whole number of wei"),
             ("keeper", "max_fee_gwei", -1, "must be a positive number of gwei, got -1"),
             ("api", "listen", "9464", "expected host:port, got '9464'"),
