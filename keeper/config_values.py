@@ -41,8 +41,7 @@ def show(value: object) -> str:
 
 
 def integer(value: object) -> int:
-    """TOML's integers are 64-bit; Python's reader takes any, which the store's integers
-    (and the sums made of them, such as a block less the window) would not hold."""
+    """TOML's integers are 64-bit, as the store's are; Python's reader takes any size."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadValue(f"expected an integer, got {show(value)}")
     if not -(2**63) <= value < 2**63:

@@ -28,6 +28,7 @@ from keeper.rpc.validate import (
     hash32,
     int64,
     parse_block,
+    parse_fee_history,
     parse_receipt,
     quantity,
     validate_logs,
@@ -341,18 +342,11 @@ class RpcClient(JsonRpcTransport):
     async def fee_history(
         self, blocks: int, newest: BlockRef, percentiles: Sequence[float]
     ) -> dict[str, Any]:
-        """``eth_feeHistory`` as returned (hex strings), checked to be an object with base fees."""
-
-        def check(r: Any) -> dict[str, Any]:
-            obj = _object("feeHistory")(r)
-            if not isinstance(obj.get("baseFeePerGas"), list):
-                raise InvalidResponse("feeHistory: no baseFeePerGas list")
-            return obj
-
+        """``eth_feeHistory`` as returned (hex strings), checked (``parse_fee_history``)."""
         result: dict[str, Any] = await self.request(
             "eth_feeHistory",
             [hex(blocks), block_param(newest, allow_hash=False), list(percentiles)],
-            parse=check,
+            parse=parse_fee_history,
         )
         return result
 

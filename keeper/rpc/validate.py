@@ -120,6 +120,29 @@ def gas(value: Any, what: str) -> int:
     return number
 
 
+def parse_fee_history(raw: Any) -> dict[str, Any]:
+    """An ``eth_feeHistory`` result, checked in what the fee policy reads of it: a
+    non-empty ``baseFeePerGas`` list and each block's ``reward`` list, all quantities.
+    A malformed one is a bad answer, asked again, not an error inside the keeper's
+    fee decision (``keeper.domain.fees``)."""
+    if not isinstance(raw, dict):
+        raise InvalidResponse("feeHistory: not an object")
+    fees = raw.get("baseFeePerGas")
+    if not isinstance(fees, list) or not fees:
+        raise InvalidResponse("feeHistory: no baseFeePerGas list")
+    for fee in fees:
+        quantity(fee, "feeHistory.baseFeePerGas[]")
+    rewards = raw.get("reward", [])
+    if rewards is None:
+        return raw
+    if not isinstance(rewards, list) or not all(isinstance(r, list) for r in rewards):
+        raise InvalidResponse("feeHistory.reward: not a list of lists")
+    for block in rewards:
+        for reward in block:
+            quantity(reward, "feeHistory.reward[][]")
+    return raw
+
+
 def parse_receipt(raw: Any) -> dict[str, Any]:
     """An ``eth_getTransactionReceipt`` result, checked in what the keeper reads of it.
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from erc8183_flows import Flows
@@ -304,32 +305,46 @@ class TestForgetfulNode:
         assert again.tx_hash == attempt.tx_hash and again.status == "confirmed"
 
 
-class TestImpossibleNumbers:
-    """A node's number no chain can have is a bad answer, asked again: never signed into
-    a transaction, nor an error inside the keeper's books (a value past 2**63 - 1 failed
-    their SQLite write, an error the daemon's keep loop does not expect, and ended it)."""
+class TestMalformedAnswers:
+    """A node's answer no chain can give is a bad answer, asked again: never signed into a
+    transaction, nor an error inside the keeper (a value past 2**63 - 1 failed the books'
+    SQLite write, a fee that is not hex the fee decision: errors the daemon's keep loop
+    does not expect, and they ended it)."""
 
     @pytest.mark.parametrize(
-        "method", ["eth_getTransactionReceipt", "eth_estimateGas", "eth_getTransactionCount"]
+        ("method", "fault"),
+        [
+            ("eth_getTransactionReceipt", {"huge_quantity": 3}),
+            ("eth_estimateGas", {"huge_quantity": 3}),
+            ("eth_getTransactionCount", {"huge_quantity": 3}),
+            ("eth_feeHistory", {"patched": 3, "patch": {"baseFeePerGas": ["0xzz"]}}),
+            ("eth_feeHistory", {"patched": 3, "patch": {"reward": [["0x1"], "0x2"]}}),
+        ],
+        ids=["receipt-block", "gas-estimate", "nonce", "base-fee", "rewards"],
     )
     async def test_the_answer_is_asked_again_and_the_refund_sent_once(
-        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, method: str
+        self,
+        escrows: Escrows,
+        rpc: RpcClient,
+        make_keeper: MakeKeeper,
+        method: str,
+        fault: dict[str, Any],
     ) -> None:
-        """A receipt's block, a gas estimate or a transaction count at a uint64's top: the
-        tick fails as on any bad answer (the daemon logs it) and a later one goes on; the
-        one refund is sent and confirmed."""
+        """The tick fails as on any bad answer (the daemon logs it) and a later one goes
+        on; the one refund is sent and confirmed."""
         ids = escrows.expired_jobs(1)
         failed = []
         async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
             keeper = make_keeper(client=client)
-            proxy.rules.on(method, huge_quantity=3)
+            proxy.rules.on(method, **fault)
             for _ in range(6):
                 try:  # as the daemon's keep loop does
                     await keeper.tick(await head(rpc), escrows.jobs(ids), [])
                 except KeeperError as exc:
                     failed.append(exc)
                 escrows.control.mine()
-            assert proxy.count("huge_quantity", method) == 3
+            budget = next(k for k in fault if k != "patch")
+            assert proxy.count(budget, method) == 3
         assert failed and all(method in str(e) for e in failed), failed
         [attempt] = keeper_books.all_attempts(keeper.store)
         assert attempt.status == "confirmed" and attempt.gas_limit < 10**6

@@ -17,6 +17,7 @@ from keeper.rpc.validate import (
     data,
     gas,
     parse_block,
+    parse_fee_history,
     parse_log,
     parse_receipt,
     quantity,
@@ -154,6 +155,33 @@ class TestReceipt:
             parse_receipt({**RECEIPT, **over})
         with pytest.raises(InvalidResponse, match="receipt: not an object"):
             parse_receipt([RECEIPT])
+
+
+FEES: dict[str, Any] = {"baseFeePerGas": ["0x3b9aca00", "0x3b9aca01"], "reward": [["0x1"]]}
+
+
+class TestFeeHistory:
+    def test_a_well_formed_history_is_returned_as_it_is(self) -> None:
+        assert parse_fee_history(FEES) is FEES
+        assert parse_fee_history({**FEES, "reward": None})["reward"] is None
+
+    @pytest.mark.parametrize(
+        ("over", "named"),
+        [
+            ({"baseFeePerGas": []}, "no baseFeePerGas list"),
+            ({"baseFeePerGas": "0x1"}, "no baseFeePerGas list"),
+            ({"baseFeePerGas": ["0xzz"]}, r"feeHistory.baseFeePerGas\[\]"),
+            ({"baseFeePerGas": [-1]}, r"feeHistory.baseFeePerGas\[\]"),
+            ({"reward": "0x1"}, "not a list of lists"),
+            ({"reward": [["0x1"], "0x2"]}, "not a list of lists"),
+            ({"reward": [[1]]}, r"feeHistory.reward\[\]\[\]"),
+        ],
+    )
+    def test_what_the_fee_policy_reads_is_checked_by_name(
+        self, over: dict[str, Any], named: str
+    ) -> None:
+        with pytest.raises(InvalidResponse, match=named):
+            parse_fee_history({**FEES, **over})
 
 
 class TestValidateLogs:

@@ -99,6 +99,9 @@ class MethodRule:
     # a quantity past any 64-bit integer (a uint64 at its top): the result's own, or a
     # header's timestamp, a receipt's block
     huge_quantity: int = 0
+    # an object result with ``patch``'s keys set over its own (a malformed field, say)
+    patched: int = 0
+    patch: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -421,6 +424,8 @@ class RpcProxy:
                         reply["result"][key] = HUGE
             elif _numbered(reply["result"]) and self._take(method, "huge_quantity"):
                 reply["result"] = HUGE  # a quantity's: a count, a gas estimate
+            if isinstance(reply["result"], dict) and self._take(method, "patched"):
+                reply["result"].update(self.rules.methods[method].patch)
             if method == "eth_getLogs" and reply["result"] and self._take(method, "empty_logs"):
                 reply["result"] = []
             elif self._take(method, "null_result"):
