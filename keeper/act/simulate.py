@@ -16,7 +16,7 @@ from keeper.act.calls import SimVerdict, classify_revert
 from keeper.act.chain import ChainRpc, revert_data
 from keeper.domain.multicall import decode_aggregate3, encode_aggregate3
 from keeper.domain.planner import Action, ActionKind
-from keeper.errors import FatalError
+from keeper.errors import FatalError, RetryableError
 from keeper.rpc.errors import ExecutionRevertedError
 
 __all__ = ["BATCHABLE", "CALLS_AT_ONCE", "Encoder", "MulticallUnavailable", "SimResult", "bounded",
@@ -41,9 +41,10 @@ BATCHABLE = frozenset(
 
 
 class MulticallUnavailable(FatalError):
-    """The configured Multicall3 address does not answer like Multicall3 (no code there).
+    """The configured Multicall3 address does not answer like Multicall3 and has no code.
 
-    Fatal for batching only: a batch sent there would "succeed" doing nothing.
+    Fatal for batching only: a batch sent there would "succeed" doing nothing. Where
+    code is there, a foreign answer is the node's fault and the gate is retried.
     """
 
 
@@ -82,12 +83,17 @@ async def _batch(
         return [await _single(rpc, a, block, encode) for a in actions]
     try:
         results = decode_aggregate3(raw)
-    except Exception:  # empty or foreign return data: nothing like Multicall3 is there
+        if len(results) != len(actions):
+            raise ValueError(f"{len(results)} results for {len(actions)} calls")
+    except Exception as exc:  # empty or foreign return data: is Multicall3 there at all?
+        if await rpc.get_code(multicall, block):
+            # code is there: the node's answer was wrong, not the address. One such
+            # answer must not send every later batch alone, at several times the gas
+            raise RetryableError(
+                f"{multicall} answered aggregate3 with data that is not its results ({exc}): "
+                "simulated again on the next tick"
+            ) from None
         raise MulticallUnavailable(f"no Multicall3 answering at {multicall}") from None
-    if len(results) != len(actions):
-        raise MulticallUnavailable(
-            f"{multicall} returned {len(results)} results for {len(actions)}"
-        )
     out: list[SimResult] = []
     for action, res in zip(actions, results, strict=True):
         if res.success:

@@ -11,11 +11,13 @@ from keeper_harness import (
     address_of,
     calldata,
     head,
+    make_rpc,
     nonce_of,
     run,
 )
 from structlog.testing import capture_logs
 from support import keeper_books
+from support.rpc_proxy import RpcProxy
 from taskmarket_harness import Diamond
 
 from keeper.act import Keeper
@@ -24,6 +26,7 @@ from keeper.devnet.anvil import RpcError
 from keeper.domain.model import JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import PlannerConfig
 from keeper.domain.sharding import shard_of
+from keeper.errors import RetryableError
 from keeper.rpc.client import RpcClient
 
 
@@ -159,6 +162,29 @@ class TestBatching:
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.sent == 3 and keeper.tx.multicall is None
         assert {a.kind for a in keeper_books.all_attempts(keeper.store)} == {"call"}
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+
+    async def test_a_foreign_answer_from_a_multicall_with_code_keeps_batching(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Multicall3 is there, the node answers its aggregate3 with data that is not its
+        results: the tick fails as on a bad answer, batching stays on (it went off for
+        good, every later refund alone at several times the gas), and the next tick
+        sends the three refunds in one batch."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(3, expiry)
+        escrows.control.mine_at(expiry)
+        multicall = escrows.d.multicall
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
+            keeper = make_keeper(client=client, multicall=multicall)
+            proxy.rules.on("eth_call", patched=1, patch="0x" + "ab" * 40, to=multicall)
+            with pytest.raises(RetryableError, match="not its results"):
+                await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            assert proxy.count("patched", "eth_call") == 1
+            assert keeper.tx.multicall == multicall.lower()
+            summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+        assert summary.sent == 1
+        assert [a.kind for a in keeper_books.all_attempts(keeper.store)] == ["batch"]
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
 
     async def test_subject_failing_inside_batch_is_preempted(

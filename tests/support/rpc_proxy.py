@@ -99,9 +99,10 @@ class MethodRule:
     # a quantity past any 64-bit integer (a uint64 at its top): the result's own, or a
     # header's timestamp, a receipt's block
     huge_quantity: int = 0
-    # an object result with ``patch``'s keys set over its own (a malformed field, say)
+    # an object result gets ``patch``'s keys set over its own (a malformed field, say);
+    # any other result is replaced by ``patch`` (only calls to ``to``, when it is set)
     patched: int = 0
-    patch: dict[str, Any] = field(default_factory=dict)
+    patch: Any = None
 
 
 @dataclass
@@ -151,7 +152,8 @@ class _Reply:
 
 
 def _aimed_at(rule: MethodRule | None, params: Any) -> bool:
-    """Whether a call is one its rule's ``error`` faults: every call, or those to ``rule.to``."""
+    """Whether a call is one its rule's ``error`` (or ``patched``) faults: every call, or
+    those to ``rule.to``."""
     if rule is None or rule.to is None:
         return True
     first = params[0] if isinstance(params, list) and params else None
@@ -424,8 +426,12 @@ class RpcProxy:
                         reply["result"][key] = HUGE
             elif _numbered(reply["result"]) and self._take(method, "huge_quantity"):
                 reply["result"] = HUGE  # a quantity's: a count, a gas estimate
-            if isinstance(reply["result"], dict) and self._take(method, "patched"):
-                reply["result"].update(self.rules.methods[method].patch)
+            if _aimed_at(rule, params) and self._take(method, "patched"):
+                assert rule is not None
+                if isinstance(reply["result"], dict) and isinstance(rule.patch, dict):
+                    reply["result"].update(rule.patch)
+                else:
+                    reply["result"] = rule.patch
             if method == "eth_getLogs" and reply["result"] and self._take(method, "empty_logs"):
                 reply["result"] = []
             elif self._take(method, "null_result"):
