@@ -9,8 +9,10 @@ indexes history. Once the node has had no state at the finalized block (a
 chain whose finality lags far behind its head), stable reads go straight to
 the head for the rest of the process: either block is exact for them, and
 asking the finalized block first would double every batch's calls. A revert
-or an undecodable answer is a fact about the contract and is recorded; a
-transient failure is not, so it is raised and the batch retried.
+is a fact about the contract and is recorded; so is an undecodable answer,
+once the node has given the same bytes twice (a garbled answer is not given
+twice). A transient failure is not a fact, so it is raised and the batch
+retried.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from keeper.domain.reads import (
     stable_part,
 )
 from keeper.domain.views import decode_view, encode_view
+from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient, block_param
 from keeper.rpc.errors import (
@@ -58,6 +61,9 @@ AGGREGATE_SIZE = 200
 # aggregate3 eth_calls in flight at once, each its own request (the node runs them
 # in parallel; one JSON-RPC batch of them would run one after another)
 AGGREGATES_AT_ONCE = 4
+# times an undecodable answer is asked again before the node's answers are called garbled
+CONFIRMS = 3
+UNDECODABLE = "undecodable"
 
 
 class ViewReader:
@@ -244,6 +250,9 @@ class ViewReader:
                 again.append(call)
                 continue
             values = _outcome(call, result.return_data)
+            if _undecodable(values):  # made alone, where an undecodable answer is confirmed
+                again.append(call)
+                continue
             out.extend(_read(req, call.source, stable_part(req, values)) for req in call.answers)
         return again
 
@@ -256,33 +265,87 @@ async def _call_alone(
 ) -> None:
     for i in range(0, len(calls), READS_AT_ONCE):
         chunk = calls[i : i + READS_AT_ONCE]
-        results = await rpc.batch(
-            [
-                (
-                    "eth_call",
-                    [
-                        {"to": c.contract, "data": "0x" + encode_view(c.kind, c.subject).hex()},
-                        block_param(c.block_number),
-                    ],
-                )
-                for c in chunk
-            ],
-            nullable=False,
-            parse=lambda raw: data(raw, "call"),
-        )
-        for call, result in zip(chunk, results, strict=True):
+        doubtful: list[tuple[ViewCall, bytes]] = []
+        for call, result in zip(chunk, await _ask(rpc, chunk), strict=True):
             if isinstance(result, StateUnavailableError):
                 unavailable.append((call, result))
                 continue
             values = _outcome(call, result)
+            if _undecodable(values):
+                assert isinstance(result, bytes)
+                doubtful.append((call, result))
+                continue
             out.extend(_read(req, call.source, stable_part(req, values)) for req in call.answers)
+        if doubtful:
+            await _confirm(rpc, doubtful, out)
+
+
+async def _ask(rpc: RpcClient, calls: Sequence[ViewCall]) -> list[object]:
+    """Each call's answer alone, in one JSON-RPC batch: its bytes or the node's error."""
+    return await rpc.batch(
+        [
+            (
+                "eth_call",
+                [
+                    {"to": c.contract, "data": "0x" + encode_view(c.kind, c.subject).hex()},
+                    block_param(c.block_number),
+                ],
+            )
+            for c in calls
+        ],
+        nullable=False,
+        parse=lambda raw: data(raw, "call"),
+    )
+
+
+async def _confirm(
+    rpc: RpcClient, doubtful: Sequence[tuple[ViewCall, bytes]], out: list[ChainRead]
+) -> None:
+    """Record an undecodable answer only once the node has given it twice.
+
+    A contract answers the same call at the same block with the same bytes, so an
+    answer given twice is a fact about the contract and is recorded. A node that
+    garbled one answer (a truncating gateway, say) gives another the next time:
+    one that decodes is taken, and answers that keep disagreeing are the node's
+    fault, raised as retryable, never recorded for good.
+    """
+    left = list(doubtful)
+    for _ in range(CONFIRMS):
+        again: list[tuple[ViewCall, bytes]] = []
+        for (call, before), result in zip(left, await _ask(rpc, [c for c, _ in left]), strict=True):
+            if isinstance(result, bytes):
+                values = _outcome(call, result)
+                if not _undecodable(values) or result == before:
+                    out.extend(
+                        _read(req, call.source, stable_part(req, values)) for req in call.answers
+                    )
+                    continue
+                again.append((call, result))
+            elif isinstance(result, RpcError) and not isinstance(result, RpcFatalError):
+                raise result  # transient, retries spent: the batch is retried
+            else:  # a revert or no state where the node had just answered: ask again
+                again.append((call, before))
+        if not again:
+            return
+        left = again
+    call = left[0][0]
+    raise RetryableError(
+        f"{len(left)} view reads answered {CONFIRMS + 1} times, never twice alike (the first: "
+        f"{call.kind} of {call.subject} on {call.contract} at block {call.block_number}): the "
+        "node garbles its answers; the batch is read again"
+    )
+
+
+def _undecodable(values: dict[str, ArgValue]) -> bool:
+    return str(values.get("error", "")).startswith(UNDECODABLE)
 
 
 def _outcome(call: ViewCall, result: object) -> dict[str, ArgValue]:
-    """A view call's answer; a revert or undecodable answer is recorded, not fatal.
+    """A view call's answer; a revert or undecodable answer is an error value, not fatal.
 
     A transient failure must not be recorded as a fact about the chain, so it
-    is re-raised and the batch retried.
+    is re-raised and the batch retried; an undecodable answer is recorded only
+    once ``_confirm`` has had it twice.
     """
     if isinstance(result, Exception):
         if isinstance(result, ExecutionRevertedError):
@@ -291,8 +354,8 @@ def _outcome(call: ViewCall, result: object) -> dict[str, ArgValue]:
     if isinstance(result, bytes):
         try:
             return dict(decode_view(call.kind, result))
-        except Exception as exc:  # malformed return data from a non-conforming contract
-            return {"error": f"undecodable: {type(exc).__name__}"}
+        except Exception as exc:  # malformed return data: the contract's, or a garbled answer
+            return {"error": f"{UNDECODABLE}: {type(exc).__name__}"}
     raise TypeError(f"unexpected eth_call result {type(result).__name__}")
 
 

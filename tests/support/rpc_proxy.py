@@ -100,7 +100,8 @@ class MethodRule:
     # header's timestamp, a receipt's block
     huge_quantity: int = 0
     # an object result gets ``patch``'s keys set over its own (a malformed field, say);
-    # any other result is replaced by ``patch`` (only calls to ``to``, when it is set)
+    # any other result is replaced by ``patch`` (only calls to ``to``, when it is set).
+    # A callable ``patch`` is given the call's params and its result, and returns the answer
     patched: int = 0
     patch: Any = None
 
@@ -428,7 +429,9 @@ class RpcProxy:
                 reply["result"] = HUGE  # a quantity's: a count, a gas estimate
             if _aimed_at(rule, params) and self._take(method, "patched"):
                 assert rule is not None
-                if isinstance(reply["result"], dict) and isinstance(rule.patch, dict):
+                if callable(rule.patch):
+                    reply["result"] = rule.patch(params, reply["result"])
+                elif isinstance(reply["result"], dict) and isinstance(rule.patch, dict):
                     reply["result"].update(rule.patch)
                 else:
                     reply["result"] = rule.patch

@@ -6,16 +6,24 @@ configured address), grouped through the devnet's Multicall3, and grouped
 through one deployed only after the traffic, so that the reads made at the
 events' own blocks find no Multicall3 there. The three indexes are identical,
 reverted reads included, and the grouped one sends far fewer eth_calls.
+
+An answer garbled on its way (by a proxy that rewrites one read's answer, alone
+or inside its aggregate) is asked again rather than recorded; bytes the node
+gives every time are the contract's, and recorded as undecodable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from support.rpc_proxy import RpcProxy
 from sync_support import proxied_index, run_traffic, table_diff, traffic
 from test_indexer_crash import bulk_events
@@ -116,6 +124,144 @@ async def test_transient_failures_of_an_aggregate_are_retried(
     # each failed aggregate was sent again
     assert len(aggregates(calls, multicall)) >= len(aggregates(clean_calls, multicall)) + 3
     assert table_diff(clean, dump) == ""
+
+
+class Garbler:
+    """A proxy patch garbling the answers to one view call (``data`` to ``contract``, at
+    any block): a lone eth_call's result, or its entry in an aggregate3 answer.
+    ``answers`` are given in turn, then the true one (``always``: the last for good)."""
+
+    def __init__(
+        self, call: tuple[str, str], answers: Sequence[bytes], *, always: bool = False
+    ) -> None:
+        self.call = (call[0].lower(), call[1].lower())
+        self.answers = list(answers)
+        self.always = always
+        self.given = 0  # garbled answers given
+        self.aggregated = 0  # of them, inside an aggregate3 answer
+
+    def __call__(self, params: list[Any], result: Any) -> Any:
+        call = params[0]
+        if (call["to"].lower(), call["data"].lower()) == self.call:
+            return "0x" + self._next(bytes.fromhex(result[2:])).hex()
+        if not call["data"].startswith(AGGREGATE3):
+            return result
+        (inner,) = abi_decode(["(address,bool,bytes)[]"], bytes.fromhex(call["data"][10:]))
+        (results,) = abi_decode(["(bool,bytes)[]"], bytes.fromhex(result[2:]))
+        out = []
+        for (target, _, data), (ok, ret) in zip(inner, results, strict=True):
+            if (target.lower(), "0x" + data.hex()) == self.call:
+                given = self.given
+                ret = self._next(ret)
+                self.aggregated += self.given - given
+            out.append((ok, ret))
+        return "0x" + abi_encode(["(bool,bytes)[]"], [out]).hex()
+
+    def _next(self, true: bytes) -> bytes:
+        if self.given >= len(self.answers) and not self.always:
+            return true
+        answer = self.answers[min(self.given, len(self.answers) - 1)]
+        self.given += 1
+        return answer
+
+
+AGGREGATE3 = "0x82ad56cb"  # aggregate3((address,bool,bytes)[])
+
+
+def read_once(calls: list[Any], contract: str) -> tuple[str, str]:
+    """A view call (address, data) made to ``contract`` once in the whole index."""
+    counts = Counter(p[0]["data"] for p in calls if p[0]["to"] == contract)
+    once = sorted(data for data, n in counts.items() if n == 1)
+    assert once, f"every read of {contract} was made more than once: {counts}"
+    return contract, once[0]
+
+
+@pytest.fixture
+async def clean_reads(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> tuple[dict[str, list[Any]], tuple[str, str]]:
+    """The chain's index with every read alone, and a getJob call it made once."""
+    await run_traffic(traffic(anvil.url, deployed), 4)
+    clean, calls = await index(tmp_path, "clean", anvil.url, deployed, "")
+    return clean, read_once(calls, deployed.commerce.lower())
+
+
+async def garbled_index(
+    tmp: Path, name: str, url: str, deployed: Deployment, multicall: str, garbler: Garbler
+) -> tuple[dict[str, list[Any]], int]:
+    """A fresh index through a proxy whose eth_call answers go through ``garbler``: its
+    tables and the retryable failures its steps met."""
+    with RpcProxy(url) as faulty:
+        faulty.rules.on("eth_call", patched=10**9, patch=garbler)
+        async with proxied_index(tmp, name, faulty.url, deployed, multicall=multicall) as (h, _):
+            return h.dump(), h.retries
+
+
+GROUPING = pytest.mark.parametrize("grouped", [False, True], ids=["alone", "grouped"])
+
+
+@GROUPING
+async def test_an_answer_garbled_once_is_asked_again_not_recorded(
+    anvil: AnvilProcess,
+    deployed: Deployment,
+    tmp_path: Path,
+    clean_reads: tuple[dict[str, list[Any]], tuple[str, str]],
+    grouped: bool,
+) -> None:
+    """One garbled answer (a truncating gateway) is no fact about the contract: the read
+    is asked again and its true answer indexed, where it was kept as undecodable."""
+    clean, target = clean_reads
+    garbler = Garbler(target, [bytes.fromhex("1234")])
+    multicall = deployed.multicall if grouped else ""
+    dump, _ = await garbled_index(tmp_path, "once", anvil.url, deployed, multicall, garbler)
+    assert garbler.given == 1
+    assert table_diff(clean, dump) == ""
+
+
+@GROUPING
+async def test_answers_that_never_agree_fail_the_batch_until_one_decodes(
+    anvil: AnvilProcess,
+    deployed: Deployment,
+    tmp_path: Path,
+    clean_reads: tuple[dict[str, list[Any]], tuple[str, str]],
+    grouped: bool,
+) -> None:
+    """Undecodable answers that differ each time are the node's: the batch fails as a
+    retryable fault, and is indexed whole once the node answers properly."""
+    clean, target = clean_reads
+    garbled = [bytes.fromhex("12" * n) for n in range(1, 7)]
+    garbler = Garbler(target, garbled)
+    multicall = deployed.multicall if grouped else ""
+    dump, retries = await garbled_index(tmp_path, "never", anvil.url, deployed, multicall, garbler)
+    assert garbler.given == len(garbled)
+    assert retries >= 1
+    assert table_diff(clean, dump) == ""
+
+
+@GROUPING
+async def test_an_answer_given_every_time_is_recorded_undecodable(
+    anvil: AnvilProcess,
+    deployed: Deployment,
+    tmp_path: Path,
+    clean_reads: tuple[dict[str, list[Any]], tuple[str, str]],
+    grouped: bool,
+) -> None:
+    """A contract that answers a view with bytes of the wrong shape does so every time:
+    that read alone is recorded as undecodable, and the batch is not failed for it."""
+    clean, target = clean_reads
+    garbler = Garbler(target, [bytes.fromhex("1234")], always=True)
+    multicall = deployed.multicall if grouped else ""
+    dump, retries = await garbled_index(tmp_path, "always", anvil.url, deployed, multicall, garbler)
+    assert retries == 0
+    # asked alone twice (after its aggregate's answer, where its block had other reads)
+    assert garbler.given == 2 + garbler.aggregated
+    assert garbler.aggregated == 0 or grouped
+    assert table_diff({"events": clean["events"]}, {"events": dump["events"]}) == ""
+    left = set(clean["chain_reads"]) - set(dump["chain_reads"])
+    right = set(dump["chain_reads"]) - set(clean["chain_reads"])
+    assert len(left) == len(right) == 1, table_diff(clean, dump)
+    (read,) = right
+    assert json.loads(str(read[-1]))["error"].startswith("undecodable: "), read
 
 
 def aggregates(calls: list[Any], multicall: str) -> list[Any]:
