@@ -58,6 +58,18 @@ STATISTICS_INTERVAL_SECONDS = 600.0
 TOKEN_READ_INTERVAL_SECONDS = 10.0
 
 
+def passing() -> tuple[type[Exception], ...]:
+    """What a loop logs and meets again on its next pass.
+
+    Any error of ours (a node's odd answer, a PostgreSQL server away) and a
+    SQLite database locked past its busy timeout (``keeper db rebuild`` run
+    beside the daemon) or out of disk: the operator can end each, and the
+    daemon must then go on by itself. Corruption is none of these
+    (``sqlite3.DatabaseError``, ``StateCorruptedError`` halts the index).
+    """
+    return (KeeperError, *dbmod.transient_errors())
+
+
 # ---- the daemon -----------------------------------------------------------------
 
 
@@ -212,7 +224,7 @@ class Daemon:
                 continue
             try:
                 await watch.refresh()
-            except KeeperError as exc:  # the database away, say: the next pass tries again
+            except passing() as exc:  # the database away, say: the next pass tries again
                 log.warning("dialect_refresh_failed", error=str(exc), kind=type(exc).__name__)
 
     def build_verifier(self) -> None:
@@ -262,7 +274,7 @@ class Daemon:
                 self.c.listener.on_halt(str(exc))
                 log.critical("indexing_halted", reason=str(exc))
                 return
-            except KeeperError as exc:
+            except passing() as exc:
                 # anything the node says, however odd, is retried: a provider's unknown
                 # error today is often gone on the next poll
                 self.rpc_ok = False
@@ -286,7 +298,7 @@ class Daemon:
         try:
             head, finalized = await indexer.heads()
             self.rpc_ok = True
-        except KeeperError as exc:
+        except passing() as exc:
             self.rpc_ok = False
             log.warning("standby_heads_failed", error=str(exc), kind=type(exc).__name__)
             return
@@ -323,7 +335,7 @@ class Daemon:
                     # this a catch-up's verifying would hold the indexer until it is done
                     await asyncio.sleep(0)
                     continue
-            except KeeperError as exc:
+            except passing() as exc:
                 log.warning("verify_step_failed", error=str(exc))
             await wait_event(self.stop, self.cfg.chain.poll_interval)
 
@@ -342,7 +354,7 @@ class Daemon:
                         live_tasks(self.c.conn, self.cfg.chain.chain_id),
                     )
                     last_head = head.number
-                except KeeperError as exc:
+                except passing() as exc:
                     log.warning("keeper_tick_failed", error=str(exc), kind=type(exc).__name__)
             self.wake.clear()
             await wait_event(self.wake, self.cfg.chain.poll_interval)
@@ -351,7 +363,10 @@ class Daemon:
         while not self.stop.is_set():
             await wait_event(self.stop, STATISTICS_INTERVAL_SECONDS)
             if not self.stop.is_set():
-                dbmod.refresh_statistics(self.c.conn)
+                try:
+                    dbmod.refresh_statistics(self.c.conn)
+                except passing() as exc:
+                    log.warning("statistics_refresh_failed", error=str(exc))
 
     async def token_loop(self) -> None:
         """Label amounts with each token's units, off the indexing path (see keeper.sync.tokens)."""
@@ -366,7 +381,7 @@ class Daemon:
                         await read_new_tokens(
                             self.c.conn, self.c.rpc, self.cfg.chain.chain_id, indexed, reader
                         )
-                    except KeeperError as exc:
+                    except passing() as exc:
                         log.warning("token_read_failed", error=str(exc), kind=type(exc).__name__)
                 await wait_event(self.stop, TOKEN_READ_INTERVAL_SECONDS)
         finally:
@@ -449,11 +464,13 @@ class Daemon:
         does. Returns False when a stop was requested first.
         """
         delay = STARTUP_RETRY_INITIAL
+        # a configuration error still ends the daemon: only what passes by itself is waited out
+        retried: tuple[type[Exception], ...] = (RetryableError, *dbmod.transient_errors())
         while not self.stop.is_set():
             try:
                 await fn(*args)
                 return True
-            except RetryableError as exc:
+            except retried as exc:
                 self.rpc_ok = False
                 log.warning("startup_step_failed", step=step, error=str(exc), retry_in=delay)
             await wait_event(self.stop, delay)
