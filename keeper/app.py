@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from keeper.compose import build, check_chain_id, load, open_database
-from keeper.config import load_config, redacted
+from keeper.config import Config, load_config, redacted
 from keeper.errors import ConfigError, FatalError
 from keeper.indexing import Tee
 from keeper.leadership import INDEXER, Leadership
@@ -35,20 +35,12 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
     c = build(cfg, wake)
     reporter = ProgressReporter(enabled=progress and sys.stderr.isatty(), stream=sys.stderr)
     c.indexing.listener = Tee(c.listener, reporter)
-    # the daemons' lease: never a second writer beside a running indexer. Its own node
-    # name, so a backfill restarted after a crash takes its lease back at once but never
-    # takes a live daemon's on the same host
-    node = f"{cfg.cluster.node or socket.gethostname()}/backfill"
-    lead = Leadership(c.conn, cfg.chain.chain_id, replace(cfg.cluster, node=node))
-    lead.attempt()
-    if not lead.leading():
-        holder = lead.state.holder_seen
+    try:
+        lead = _lease(c.conn, cfg, "backfill")
+    except FatalError:
         await c.rpc.close()
         c.conn.close()
-        raise FatalError(
-            f"chain {cfg.chain.chain_id} is being indexed by {holder} (its lease is live): "
-            "stop that daemon (or let it backfill) and try again"
-        )
+        raise
     c.store.fence = lead.fence
     stop = asyncio.Event()
     renewals = asyncio.create_task(lead.run(stop))
@@ -70,11 +62,34 @@ async def run_backfill(config_path: str, *, to_block: int | None, progress: bool
         c.conn.close()
 
 
+def _lease(conn: dbmod.Db, cfg: Config, command: str) -> Leadership:
+    """The daemons' indexer lease, for a command that writes the index: never a second
+    writer beside a running indexer.
+
+    Its own node name, so the command restarted after a crash takes its lease back at
+    once but never takes a live daemon's on the same host; a held lease ends the
+    command with the holder's name.
+    """
+    node = f"{cfg.cluster.node or socket.gethostname()}/{command}"
+    lead = Leadership(conn, cfg.chain.chain_id, replace(cfg.cluster, node=node))
+    lead.attempt()
+    if not lead.leading():
+        raise FatalError(
+            f"chain {cfg.chain.chain_id} is being indexed by {lead.state.holder_seen} (its "
+            f"lease is live): stop that daemon (or let it finish) and run {command} again"
+        )
+    return lead
+
+
 def run_db_rebuild(config_path: str) -> int:
     cfg = load(config_path)
     conn = open_database(cfg)
     try:
-        IndexStore(conn, cfg.chain.chain_id).rebuild_all()
+        lead = _lease(conn, cfg, "rebuild")
+        try:
+            IndexStore(conn, cfg.chain.chain_id).rebuild_all()
+        finally:
+            lead.release()
         print(json.dumps({"rebuilt": True, "database": cfg.database.shown}))
         return 0
     finally:

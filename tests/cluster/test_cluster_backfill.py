@@ -76,3 +76,30 @@ def test_backfill_takes_a_free_lease_and_releases_it(
     assert row.expires_at <= leases.now()  # released on exit, not left to expire
     taken = leases.try_acquire("d:2:cd", "d", 10.0, startup=False)
     assert taken.after is not None and (taken.after.holder, taken.after.epoch) == ("d:2:cd", 2)
+
+
+def test_db_rebuild_refuses_while_a_daemon_holds_the_lease(tmp_path: Path) -> None:
+    """A rebuild rewrites every projection in one transaction: beside a live daemon it would
+    hold the daemon's writes for as long. It refuses, naming the holder; once the lease is
+    free it rebuilds under a lease of its own and hands it back."""
+    cfg = tmp_path / "k.toml"
+    cfg.write_text(CONFIG.format(rpc="http://127.0.0.1:9", db=tmp_path / "k.db", addr="12" * 20))
+    conn = connect(tmp_path / "k.db")
+    migrate(conn)
+    leases = LeaseStore(conn, "indexer", 31337)
+    leases.try_acquire("daemon-a:1:ab", "daemon-a", 600.0, startup=True)
+    rebuild = [sys.executable, "-m", "keeper", "db", "rebuild", "--config", str(cfg)]
+    done = subprocess.run(rebuild, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "being indexed by daemon-a:1:ab" in done.stderr, done.stderr
+    assert "rebuilt" not in done.stdout
+    row = leases.current()
+    assert row is not None and (row.holder, row.epoch) == ("daemon-a:1:ab", 1)
+
+    leases.release("daemon-a:1:ab", 1)
+    done = subprocess.run(rebuild, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rebuilt"] is True
+    row = leases.current()
+    assert row is not None and row.node.endswith("/rebuild") and row.epoch == 2
+    assert row.expires_at <= leases.now()  # released on exit
