@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from keeper.errors import KeeperError
-from keeper.store.db import Db, dialect
+from keeper.store.db import Db, dialect, write_transaction
 from keeper.store.leases import DB_NOW
 
 __all__ = ["DEFAULT_CLAIM_SECONDS", "ClaimLostError", "Claims", "UpsertClaim"]
@@ -120,8 +120,7 @@ class Claims:
         One transaction: of several keepers adopting at once, one gets each
         intent. The taker then settles that signer's attempts from the chain.
         """
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self.conn):
             rows = self.conn.execute(
                 f"UPDATE keeper_intents SET claimed_by = ?, claim_expires = {self.expiry()} "
                 "WHERE chain_id = ? AND status = 'inflight' "
@@ -130,8 +129,4 @@ class Claims:
                 f" ON a.id = l.attempt_id WHERE a.signer = ? AND {_LIVE_ATTEMPT}) RETURNING id",
                 (self.claimant, self.seconds, self.chain_id, signer),
             ).fetchall()
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
         return sorted(int(r[0]) for r in rows)

@@ -108,15 +108,18 @@ def write_transaction(conn: Db) -> Iterator[Db]:
 
     On SQLite IMMEDIATE takes the write lock up front, so two writers never
     deadlock upgrading a read lock; on PostgreSQL it is a READ COMMITTED
-    transaction (row locks are taken as statements run).
+    transaction (row locks are taken as statements run). A COMMIT that fails
+    (a disk full, a deferred constraint) may leave the transaction open, and
+    the connection's next ``BEGIN`` would fail for good: it is rolled back too.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def is_missing_table(exc: Exception) -> bool:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from keeper.store.db import Db, is_missing_table
+from keeper.store.db import Db, is_missing_table, write_transaction
 
 __all__ = ["load_dialects", "record_dialects"]
 
@@ -34,9 +34,8 @@ def record_dialects(
         for d in detections
     )  # fmt: skip
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLS.split(", ")[1:])
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        kept = [r[1] for r in rows]
+    kept = [r[1] for r in rows]
+    with write_transaction(conn):
         conn.execute(
             "DELETE FROM keeper_dialects WHERE chain_id = ?"
             + (f" AND contract NOT IN ({','.join('?' * len(kept))})" if kept else ""),
@@ -47,10 +46,6 @@ def record_dialects(
             f"ON CONFLICT (chain_id, contract) DO UPDATE SET {updates}",
             rows,
         )
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def load_dialects(conn: Db, chain_id: int) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from keeper.domain.model import BlockHeader, ChainRead, Event
 from keeper.errors import DatabaseUnavailableError, DeepReorgError, StateCorruptedError
-from keeper.store.db import Db, dialect, session, table_columns
+from keeper.store.db import Db, dialect, session, table_columns, write_transaction
 from keeper.store.index_rows import (
     EVENT_COLS,
     LOAD_COLS,
@@ -320,18 +320,14 @@ class IndexStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (KeyboardInterrupt too)."""
+        """A write transaction, fenced: refused inside one already open, whose writes this
+        store's commit would take for its own."""
         if self.conn.in_transaction:
             raise StateCorruptedError("IndexStore write inside a foreign open transaction")
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self.conn):
             if self.fence is not None:
                 self.fence.check()
             yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
 
     def _apply(self, batch: Batch, keep_from: int | None) -> ApplyResult:
         c, cid = self.conn, self.chain_id

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from keeper.domain.planner import Action
 from keeper.domain.settlement import ACTIVE_ATTEMPT
 from keeper.store.claims import ClaimLostError, Claims, UpsertClaim
-from keeper.store.db import Db, DbRow
+from keeper.store.db import Db, DbRow, write_transaction
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -157,15 +157,8 @@ class IntentStore:
         # a keeper that sends holds a claim on each intent it acts on (keeper.store.claims)
         self.claims = claims
 
-    @contextmanager
-    def _tx(self) -> Iterator[Db]:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[Db]:
+        return write_transaction(self.conn)
 
     # ------------------------------------------------------------------ intents
 

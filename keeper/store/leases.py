@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from keeper.domain.lease import Attempt, LeaseRow
 from keeper.errors import KeeperError
-from keeper.store.db import Db, Dialect, dialect, is_lock_timeout
+from keeper.store.db import Db, Dialect, dialect, is_lock_timeout, write_transaction
 
 __all__ = [
     "DB_NOW",
@@ -172,23 +172,21 @@ class LeaseStore:
         ends stuck holders and raises :class:`LeaseRowBusyError`.
         """
         c = self.conn
-        c.execute("BEGIN IMMEDIATE")
         try:
-            if wait_seconds is not None and self.kind == "postgresql":
-                c.execute(f"SET LOCAL lock_timeout = {max(1, round(wait_seconds * 1000))}")
-            before = self.current()
-            c.execute(
-                self.sql["acquire"],
-                self._key(holder=holder, node=node, lease=lease_seconds, startup=int(startup)),
-            )
-            after = self.current()
-            now = self.now()
+            with write_transaction(c):
+                if wait_seconds is not None and self.kind == "postgresql":
+                    c.execute(f"SET LOCAL lock_timeout = {max(1, round(wait_seconds * 1000))}")
+                before = self.current()
+                c.execute(
+                    self.sql["acquire"],
+                    self._key(holder=holder, node=node, lease=lease_seconds, startup=int(startup)),
+                )
+                after = self.current()
+                now = self.now()
         except BaseException as exc:
-            c.execute("ROLLBACK")
             if is_lock_timeout(exc):
                 raise LeaseRowBusyError(self.end_stuck_holders(lease_seconds)) from None
             raise
-        c.execute("COMMIT")
         return Attempt(before, after, now)
 
     def end_stuck_holders(self, lease_seconds: float) -> list[int]:

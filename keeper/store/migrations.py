@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from keeper.errors import StateCorruptedError
-from keeper.store.db import Db, dialect
+from keeper.store.db import Db, dialect, write_transaction
 from keeper.store.versions import raised
 
 # pg_advisory_xact_lock key of the migration lock ("keeper" in ASCII)
@@ -103,14 +103,9 @@ _SCHEMA_TABLE: Final = (
 
 def current_versions(conn: Db) -> dict[str, int]:
     if dialect(conn) == "postgresql":
-        conn.execute("BEGIN")
-        try:
+        with write_transaction(conn):
             conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             conn.execute(postgres_ddl(_SCHEMA_TABLE))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     else:
         conn.execute(_SCHEMA_TABLE)
     rows = conn.execute("SELECT component, version FROM schema_migrations").fetchall()
@@ -146,16 +141,14 @@ def migrate(conn: Db) -> dict[str, int]:
         scripts = component_migrations(component)
         applied[component] = 0
         for version in range(versions.get(component, 0), len(scripts)):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_transaction(conn):
                 if postgres:
                     conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
                 row = conn.execute(
                     "SELECT version FROM schema_migrations WHERE component = ?", (component,)
                 ).fetchone()
                 if row is not None and int(row[0]) > version:
-                    conn.execute("COMMIT")
-                    continue
+                    continue  # applied by another process meanwhile
                 for statement in statements(scripts[version], postgres):
                     conn.execute(statement)
                 conn.execute(
@@ -163,10 +156,6 @@ def migrate(conn: Db) -> dict[str, int]:
                     "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
                     (component, version + 1),
                 )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             applied[component] += 1
     return applied
 

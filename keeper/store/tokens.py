@@ -9,7 +9,7 @@ life and a symbol change does not change any amount.
 from __future__ import annotations
 
 from keeper.domain.tokens import TokenMeta
-from keeper.store.db import Db
+from keeper.store.db import Db, write_transaction
 
 __all__ = ["TokenMeta", "save_token_meta", "token_meta", "tokens_to_read"]
 
@@ -29,17 +29,12 @@ def tokens_to_read(conn: Db, chain_id: int, limit: int = 20) -> list[str]:
 
 def save_token_meta(conn: Db, chain_id: int, meta: TokenMeta, read_block: int) -> None:
     """Record one token's answer (its own short transaction; a repeat is ignored)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         conn.execute(
             "INSERT INTO token_meta (chain_id, token, decimals, symbol, read_block) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (chain_id, token) DO NOTHING",
             (chain_id, meta.token, meta.decimals, meta.symbol, read_block),
         )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def token_meta(conn: Db, chain_id: int | None) -> dict[str, TokenMeta]:

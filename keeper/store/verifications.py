@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Final
 
-from keeper.store.db import Db, dialect
+from keeper.store.db import Db, dialect, write_transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +143,8 @@ def transaction(conn: Db) -> Iterator[None]:
     if conn.in_transaction:
         yield
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def save_verification(conn: Db, row: VerificationRow, *, new_revision: bool) -> bool:
