@@ -16,13 +16,9 @@ from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
+from support.devnet_daemon import devnet_daemon
 
-from keeper.compose import load
-from keeper.daemon import Daemon
-from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, ChainControl, free_port
-from keeper.devnet.deploy import deploy_all
-from keeper.devnet.runner import KEEPER_KEY_ENV, render_config
-from keeper.devnet.traffic import Roles, address_of
+from keeper.devnet.anvil import AnvilProcess, ChainControl
 
 # the connection's busy timeout (keeper/store/db.py) and a margin past it
 HELD_SECONDS = 10 + 3
@@ -41,21 +37,7 @@ async def until(
 async def test_a_database_locked_past_the_busy_timeout_is_waited_out(
     anvil: AnvilProcess, chain: ChainControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
-    d = await asyncio.to_thread(deploy_all, anvil.url)
-    config = tmp_path / "keeper.toml"
-    config.write_text(
-        render_config(
-            rpc_url=anvil.url,
-            deployment=d,
-            evaluator_url="http://127.0.0.1:9",  # no verdict is fetched: no job is made
-            workdir=tmp_path,
-            evaluator_address=address_of(Roles().evaluator),
-            api_listen=f"127.0.0.1:{free_port()}",
-        )
-    )
-    cfg = load(str(config))
-    daemon = Daemon(cfg)
+    daemon = await devnet_daemon(anvil.url, tmp_path, monkeypatch)
     indexer = daemon.c.indexer
 
     def at_head() -> bool:
@@ -63,7 +45,7 @@ async def test_a_database_locked_past_the_busy_timeout_is_waited_out(
         return indexer.state.indexed >= head and daemon.lead.leading()
 
     running = asyncio.create_task(daemon.run())
-    other = sqlite3.connect(cfg.database.target, isolation_level=None)
+    other = sqlite3.connect(daemon.cfg.database.target, isolation_level=None)
     try:
         with capture_logs() as logs:
             await until("the head indexed", at_head, running, 60)

@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
+from support.devnet_daemon import devnet_daemon
 
-from keeper.compose import load
-from keeper.daemon import Daemon, stop_loops
-from keeper.devnet.anvil import DEV_KEYS, AnvilProcess, free_port
-from keeper.devnet.deploy import deploy_all
-from keeper.devnet.runner import KEEPER_KEY_ENV, render_config
-from keeper.devnet.traffic import Roles, address_of
+from keeper.daemon import stop_loops
+from keeper.devnet.anvil import AnvilProcess
 
 
 async def test_a_loop_failing_while_stopping_is_logged() -> None:
@@ -55,21 +52,8 @@ async def test_a_daemon_cancelled_in_the_turn_its_wake_is_set_stops(
     ``asyncio.wait_for`` on Python 3.11 returned normally there, the keeper loop went on
     (it checks only the stop flag) and the shutdown waited for it forever; a status-page
     run under load hung exactly so, silent, until its test timed out."""
-    monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
-    d = await asyncio.to_thread(deploy_all, anvil.url)
     # the devnet's own config: ``keeper devnet --duration`` is the command that cancels
-    config = tmp_path / "keeper.toml"
-    config.write_text(
-        render_config(
-            rpc_url=anvil.url,
-            deployment=d,
-            evaluator_url="http://127.0.0.1:9",  # no verdict is ever fetched: no job exists
-            workdir=tmp_path,
-            evaluator_address=address_of(Roles().evaluator),
-            api_listen=f"127.0.0.1:{free_port()}",
-        )
-    )
-    daemon = Daemon(load(str(config)))
+    daemon = await devnet_daemon(anvil.url, tmp_path, monkeypatch)
     running = asyncio.create_task(daemon.run())
     try:
         deadline = time.monotonic() + 60

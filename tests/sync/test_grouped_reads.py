@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,90 +177,72 @@ def read_once(calls: list[Any], contract: str) -> tuple[str, str]:
     return contract, once[0]
 
 
-@pytest.fixture
-async def clean_reads(
-    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
-) -> tuple[dict[str, list[Any]], tuple[str, str]]:
-    """The chain's index with every read alone, and a getJob call it made once."""
+@dataclass
+class Garbled:
+    """An index made through a proxy garbling one read's answers, beside the clean one."""
+
+    clean: dict[str, list[Any]]
+    dump: dict[str, list[Any]]
+    retries: int  # retryable failures its steps met
+    garbler: Garbler
+
+
+Garble = Callable[..., Awaitable[Garbled]]
+
+
+@pytest.fixture(params=[False, True], ids=["alone", "grouped"])
+async def garble(
+    request: pytest.FixtureRequest, anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> Garble:
+    """``garble(answers, always=...)``: the chain indexed clean (every read alone), then
+    again, reads alone or grouped, through a proxy giving ``answers`` to a getJob call the
+    clean index made once."""
     await run_traffic(traffic(anvil.url, deployed), 4)
     clean, calls = await index(tmp_path, "clean", anvil.url, deployed, "")
-    return clean, read_once(calls, deployed.commerce.lower())
+    target = read_once(calls, deployed.commerce.lower())
+    multicall = deployed.multicall if request.param else ""
+
+    async def run(answers: Sequence[bytes], *, always: bool = False) -> Garbled:
+        garbler = Garbler(target, answers, always=always)
+        with RpcProxy(anvil.url) as faulty:
+            faulty.rules.on("eth_call", patched=10**9, patch=garbler)
+            async with proxied_index(
+                tmp_path, "garbled", faulty.url, deployed, multicall=multicall
+            ) as (h, _):
+                return Garbled(clean, h.dump(), h.retries, garbler)
+
+    return run
 
 
-async def garbled_index(
-    tmp: Path, name: str, url: str, deployed: Deployment, multicall: str, garbler: Garbler
-) -> tuple[dict[str, list[Any]], int]:
-    """A fresh index through a proxy whose eth_call answers go through ``garbler``: its
-    tables and the retryable failures its steps met."""
-    with RpcProxy(url) as faulty:
-        faulty.rules.on("eth_call", patched=10**9, patch=garbler)
-        async with proxied_index(tmp, name, faulty.url, deployed, multicall=multicall) as (h, _):
-            return h.dump(), h.retries
-
-
-GROUPING = pytest.mark.parametrize("grouped", [False, True], ids=["alone", "grouped"])
-
-
-@GROUPING
-async def test_an_answer_garbled_once_is_asked_again_not_recorded(
-    anvil: AnvilProcess,
-    deployed: Deployment,
-    tmp_path: Path,
-    clean_reads: tuple[dict[str, list[Any]], tuple[str, str]],
-    grouped: bool,
-) -> None:
+async def test_an_answer_garbled_once_is_asked_again_not_recorded(garble: Garble) -> None:
     """One garbled answer (a truncating gateway) is no fact about the contract: the read
     is asked again and its true answer indexed, where it was kept as undecodable."""
-    clean, target = clean_reads
-    garbler = Garbler(target, [bytes.fromhex("1234")])
-    multicall = deployed.multicall if grouped else ""
-    dump, _ = await garbled_index(tmp_path, "once", anvil.url, deployed, multicall, garbler)
-    assert garbler.given == 1
-    assert table_diff(clean, dump) == ""
+    run = await garble([bytes.fromhex("1234")])
+    assert run.garbler.given == 1
+    assert table_diff(run.clean, run.dump) == ""
 
 
-@GROUPING
-async def test_answers_that_never_agree_fail_the_batch_until_one_decodes(
-    anvil: AnvilProcess,
-    deployed: Deployment,
-    tmp_path: Path,
-    clean_reads: tuple[dict[str, list[Any]], tuple[str, str]],
-    grouped: bool,
-) -> None:
+async def test_answers_that_never_agree_fail_the_batch_until_one_decodes(garble: Garble) -> None:
     """Undecodable answers that differ each time are the node's: the batch fails as a
     retryable fault, and is indexed whole once the node answers properly."""
-    clean, target = clean_reads
     garbled = [bytes.fromhex("12" * n) for n in range(1, 7)]
-    garbler = Garbler(target, garbled)
-    multicall = deployed.multicall if grouped else ""
-    dump, retries = await garbled_index(tmp_path, "never", anvil.url, deployed, multicall, garbler)
-    assert garbler.given == len(garbled)
-    assert retries >= 1
-    assert table_diff(clean, dump) == ""
+    run = await garble(garbled)
+    assert run.garbler.given == len(garbled)
+    assert run.retries >= 1
+    assert table_diff(run.clean, run.dump) == ""
 
 
-@GROUPING
-async def test_an_answer_given_every_time_is_recorded_undecodable(
-    anvil: AnvilProcess,
-    deployed: Deployment,
-    tmp_path: Path,
-    clean_reads: tuple[dict[str, list[Any]], tuple[str, str]],
-    grouped: bool,
-) -> None:
+async def test_an_answer_given_every_time_is_recorded_undecodable(garble: Garble) -> None:
     """A contract that answers a view with bytes of the wrong shape does so every time:
     that read alone is recorded as undecodable, and the batch is not failed for it."""
-    clean, target = clean_reads
-    garbler = Garbler(target, [bytes.fromhex("1234")], always=True)
-    multicall = deployed.multicall if grouped else ""
-    dump, retries = await garbled_index(tmp_path, "always", anvil.url, deployed, multicall, garbler)
-    assert retries == 0
+    run = await garble([bytes.fromhex("1234")], always=True)
+    assert run.retries == 0
     # asked alone twice (after its aggregate's answer, where its block had other reads)
-    assert garbler.given == 2 + garbler.aggregated
-    assert garbler.aggregated == 0 or grouped
-    assert table_diff({"events": clean["events"]}, {"events": dump["events"]}) == ""
-    left = set(clean["chain_reads"]) - set(dump["chain_reads"])
-    right = set(dump["chain_reads"]) - set(clean["chain_reads"])
-    assert len(left) == len(right) == 1, table_diff(clean, dump)
+    assert run.garbler.given == 2 + run.garbler.aggregated
+    assert table_diff({"events": run.clean["events"]}, {"events": run.dump["events"]}) == ""
+    left = set(run.clean["chain_reads"]) - set(run.dump["chain_reads"])
+    right = set(run.dump["chain_reads"]) - set(run.clean["chain_reads"])
+    assert len(left) == len(right) == 1, table_diff(run.clean, run.dump)
     (read,) = right
     assert json.loads(str(read[-1]))["error"].startswith("undecodable: "), read
 
