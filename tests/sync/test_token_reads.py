@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.rpc_proxy import RpcProxy
 
 from keeper.devnet.anvil import DEV_KEYS, AnvilProcess
 from keeper.devnet.deploy import connect as web3_connect
 from keeper.devnet.deploy import deploy_contract
+from keeper.domain.tokens import DECIMALS_CALL
 from keeper.errors import RetryableError
 from keeper.indexing import read_new_tokens
 from keeper.rpc.client import RpcClient
@@ -50,6 +53,60 @@ class TestReadToken:
         async with RpcClient([EndpointConfig("anvil", module_anvil.url)]) as rpc:
             meta = await read_token(rpc, address, await rpc.block_number())
         assert meta == TokenMeta(address, None, None)
+
+
+class Garbling:
+    """A proxy patch giving ``answers`` in turn to ``token``'s ``decimals()``, then the
+    true one."""
+
+    def __init__(self, token: str, answers: list[str]) -> None:
+        self.token = token.lower()
+        self.answers = answers
+        self.given = 0
+
+    def __call__(self, params: list[Any], result: Any) -> Any:
+        call = params[0]
+        if call["to"].lower() != self.token or call["data"] != "0x" + DECIMALS_CALL.hex():
+            return result
+        if self.given == len(self.answers):
+            return result
+        self.given += 1
+        return self.answers[self.given - 1]
+
+
+class TestGarbledAnswers:
+    """A garbled answer stored would leave the token unlabelled for good: an answer that
+    does not decode is asked again, and only one the node gives twice is stored."""
+
+    async def read(self, url: str, token: str, garbling: Garbling) -> TokenMeta:
+        with RpcProxy(url) as proxy:
+            proxy.rules.on("eth_call", patched=10**9, patch=garbling)
+            async with RpcClient([EndpointConfig("proxy", proxy.url)]) as rpc:
+                return await read_token(rpc, token, await rpc.block_number())
+
+    async def test_one_garbled_answer_is_asked_again(
+        self, module_anvil: AnvilProcess, tokens: dict[str, str]
+    ) -> None:
+        garbling = Garbling(tokens["usdc"], ["0x1234"])
+        meta = await self.read(module_anvil.url, tokens["usdc"], garbling)
+        assert garbling.given == 1
+        assert meta == TokenMeta(tokens["usdc"], 6, "USDC")
+
+    async def test_the_same_unreadable_answer_twice_is_the_tokens(
+        self, module_anvil: AnvilProcess, tokens: dict[str, str]
+    ) -> None:
+        garbling = Garbling(tokens["usdc"], ["0x1234", "0x1234"])
+        meta = await self.read(module_anvil.url, tokens["usdc"], garbling)
+        assert garbling.given == 2  # asked again before it was taken
+        assert meta == TokenMeta(tokens["usdc"], None, "USDC")
+
+    async def test_two_unreadable_answers_that_differ_store_nothing(
+        self, module_anvil: AnvilProcess, tokens: dict[str, str]
+    ) -> None:
+        garbling = Garbling(tokens["usdc"], ["0x1234", "0x" + "ff" * 32])
+        with pytest.raises(RetryableError, match="twice, differently"):
+            await self.read(module_anvil.url, tokens["usdc"], garbling)
+        assert garbling.given == 2
 
 
 class TestReadNewTokens:
