@@ -2,8 +2,10 @@
 
 Sources are tried in their configured order. The first document whose digest
 equals the on-chain reason wins, since the chain names exactly one document;
-when none does, the first wrong document is reported (tampered, unreadable or
-over the size limit: a bad source must not hide behind "unavailable"), and
+a source that answers a wrong document is asked once more (the second answer
+wins if it is the right one: a glitch on the way is not tampering); when none
+does, the first wrong document is reported (tampered, unreadable or over the
+size limit: a bad source must not hide behind "unavailable"), and
 only when no source has anything is the verdict ``unavailable``. Deliverable content is fetched
 only when a deterministic evaluator will be re-run; content matching the
 on-chain hash is preferred, else the first content found is judged as is.
@@ -175,12 +177,25 @@ async def _find_document(
         checked = _check(result, facts, verifier.checks)
         if checked.digest == facts.reason:
             return checked, result.source, problems
-        unavailable = any(f.code is FailureCode.UNAVAILABLE for f in checked.failures)
-        if not unavailable and first_wrong is None:
+        if _unavailable(checked):
+            continue
+        # a wrong document is final, so the source is asked once more first: one answer
+        # garbled on its way (a proxy's error page served as 200, a stale cache) must not
+        # brand a genuine verdict as tampered for good
+        again = await source.fetch(ctx)
+        if not isinstance(again, SourceFailure):
+            confirmed = _check(again, facts, verifier.checks)
+            if confirmed.digest == facts.reason:
+                return confirmed, again.source, problems
+        if first_wrong is None:
             first_wrong = (checked, result.source)
     if first_wrong is not None:
         return first_wrong[0], first_wrong[1], problems
     return check_document(None, facts, verifier.checks), None, problems
+
+
+def _unavailable(checked: DocumentCheck) -> bool:
+    return any(f.code is FailureCode.UNAVAILABLE for f in checked.failures)
 
 
 def _check(result: Fetched, facts: VerdictFacts, checks: CheckConfig) -> DocumentCheck:

@@ -21,6 +21,7 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     stream_bytes: int = 0  # when set, stream this many bytes chunked instead of ``body``
+    first: list[bytes] = field(default_factory=list)  # served one a request before ``body``
 
 
 class EvaluatorServer(LoopbackServer):
@@ -57,4 +58,5 @@ class EvaluatorServer(LoopbackServer):
             except (ConnectionError, RuntimeError):
                 pass  # the client hung up, as it should once over its limit
             return resp
-        return web.Response(status=route.status, body=route.body, headers=route.headers)
+        served = route.first.pop(0) if route.first else route.body
+        return web.Response(status=route.status, body=served, headers=route.headers)

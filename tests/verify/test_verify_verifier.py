@@ -164,6 +164,36 @@ class TestVerifyVerdict:
         alone = await verify_verdict(_verdict(chain), _verifier(evaluator))
         assert alone.status is Status.MISMATCH
 
+    @pytest.mark.parametrize(
+        "glitch",
+        [b"<html>502 Bad Gateway</html>", b'{"verdict":{"jobId":"7"}}', b'{"verdict":null}x'],
+        ids=["error-page", "other-document", "not-json"],
+    )
+    async def test_a_wrong_answer_once_is_asked_again(
+        self, evaluator: EvaluatorServer, glitch: bytes
+    ) -> None:
+        """One wrong answer and then the genuine document: verified, not tampered for good."""
+        doc = verdict(7, COMPLETE, "complete")
+        _publish(evaluator, doc, COMPLETE)
+        evaluator.routes["/v1/jobs/7"].first.append(glitch)
+        outcome = await verify_verdict(_verdict(facts(doc, COMPLETE)), _verifier(evaluator))
+        assert outcome.status is Status.VERIFIED, outcome.failures
+        assert evaluator.requests.count("/v1/jobs/7") == 2
+
+    async def test_wrong_answers_that_differ_report_the_first(
+        self, evaluator: EvaluatorServer
+    ) -> None:
+        """A source never answering the committed document is a mismatch, asked twice only."""
+        doc = verdict(7, COMPLETE, "complete")
+        _publish(evaluator, {**doc, "motivi": ["edited"]}, COMPLETE)
+        route = evaluator.routes["/v1/jobs/7"]
+        first = {**doc, "motivi": ["first"]}
+        route.first.append(json.dumps({"verdict": first}).encode())
+        outcome = await verify_verdict(_verdict(facts(doc, COMPLETE)), _verifier(evaluator))
+        assert outcome.status is Status.MISMATCH
+        assert outcome.document is not None and b'"first"' in outcome.document
+        assert evaluator.requests.count("/v1/jobs/7") == 2
+
     async def test_remote_ref_in_schema_is_never_fetched(self, evaluator: EvaluatorServer) -> None:
         """A schema $ref to a URL is not_reproducible and the server never sees a request for it."""
         remote = evaluator.base + "/schemas/piva.json"
