@@ -8,10 +8,13 @@ the long-running daemon is :mod:`keeper.daemon` and the demo chain is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sqlite3
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from keeper.process_tuning import tune_process
 from keeper.progress import ProgressReporter
 from keeper.store import db as dbmod
 from keeper.store.index_store import IndexStore
-from keeper.store.leases import LeaseStore
+from keeper.store.leases import LeaseFence, LeaseStore
 from keeper.store.migrations import migrate
 
 
@@ -82,18 +85,57 @@ def _lease(conn: dbmod.Db, cfg: Config, command: str) -> Leadership:
 
 
 def run_db_rebuild(config_path: str) -> int:
+    """Rebuild every projection under the indexer lease, held for as long as it runs.
+
+    The lease has a session of its own: the rebuild is one transaction that may idle
+    between statements for longer than a lease, and PostgreSQL ends a lease holder's
+    session that idles so in a transaction (``Leadership``); the renewals go on from
+    that session meanwhile, so a daemon started beside a long rebuild waits for it.
+    """
     cfg = load(config_path)
     conn = open_database(cfg)
+    lease_conn = dbmod.connect(cfg.database.target)
     try:
-        lead = _lease(conn, cfg, "rebuild")
+        lead = _lease(lease_conn, cfg, "rebuild")
+        store = IndexStore(conn, cfg.chain.chain_id)
+        # the fence runs in the rebuild's own transaction, so on its session
+        store.fence = LeaseFence(LeaseStore(conn, INDEXER, cfg.chain.chain_id), lead.holder)
+        store.fence.epoch = lead.epoch
         try:
-            IndexStore(conn, cfg.chain.chain_id).rebuild_all()
+            with _renewed(lead, dbmod.dialect(conn) == "postgresql"):
+                store.rebuild_all()
         finally:
             lead.release()
         print(json.dumps({"rebuilt": True, "database": cfg.database.shown}))
         return 0
     finally:
+        lease_conn.close()
         conn.close()
+
+
+@contextlib.contextmanager
+def _renewed(lead: Leadership, renew: bool) -> Iterator[None]:
+    """The lease renewed on a thread of its own while the body runs, where ``renew``.
+
+    Not on SQLite: the rebuild's write lock holds every other writer off, renewals and
+    takeovers alike, so each renewal would only wait out the busy timeout and fail.
+    """
+    if not renew:
+        yield
+        return
+    stop = threading.Event()
+
+    def renewing() -> None:
+        while not stop.wait(lead.timings.renew_seconds):
+            lead.attempt()
+
+    thread = threading.Thread(target=renewing, name="lease-renewal", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def run_db_migrate(config_path: str) -> int:

@@ -254,8 +254,14 @@ class IndexStore:
         Logs stored as unknown are decoded again first: a release that learns a
         new event shape (a dialect) turns them into events, so ``keeper db
         rebuild`` after an upgrade catches up without a resync.
+
+        One transaction, however long. On PostgreSQL its fence runs just before
+        COMMIT: the fence locks the lease row until then, so at the start it would
+        hold off the lease's renewals for the whole rebuild, and a daemon would take
+        the lapsed lease (and end the session holding it). On SQLite it runs first,
+        as for a batch: the write lock taken then holds every other writer off.
         """
-        self._retrying(self._rebuild_all)
+        self._retrying(self._rebuild_all, fence_at_commit=dialect(self.conn) == "postgresql")
 
     def _rebuild_all(self) -> None:
         c, cid = self.conn, self.chain_id
@@ -306,7 +312,7 @@ class IndexStore:
         )
         return len(updates)
 
-    def _retrying(self, write: Callable[[], T]) -> T:
+    def _retrying(self, write: Callable[[], T], *, fence_at_commit: bool = False) -> T:
         """One write transaction, run again if the PostgreSQL server was lost under it."""
         for attempt in Retrying(
             retry=retry_if_exception_type(DatabaseUnavailableError),
@@ -314,20 +320,22 @@ class IndexStore:
             wait=wait_fixed(0.1),
             reraise=True,
         ):
-            with attempt, self._transaction():
+            with attempt, self._transaction(fence_at_commit=fence_at_commit):
                 return write()
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, *, fence_at_commit: bool = False) -> Iterator[None]:
         """A write transaction, fenced: refused inside one already open, whose writes this
         store's commit would take for its own."""
         if self.conn.in_transaction:
             raise StateCorruptedError("IndexStore write inside a foreign open transaction")
         with write_transaction(self.conn):
-            if self.fence is not None:
+            if self.fence is not None and not fence_at_commit:
                 self.fence.check()
             yield
+            if self.fence is not None and fence_at_commit:
+                self.fence.check()
 
     def _apply(self, batch: Batch, keep_from: int | None) -> ApplyResult:
         c, cid = self.conn, self.chain_id
