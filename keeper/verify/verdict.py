@@ -8,7 +8,8 @@ does, the first wrong document is reported (tampered, unreadable or over the
 size limit: a bad source must not hide behind "unavailable"), and
 only when no source has anything is the verdict ``unavailable``. Deliverable content is fetched
 only when a deterministic evaluator will be re-run; content matching the
-on-chain hash is preferred, else the first content found is judged as is.
+on-chain hash is preferred (a source answering other bytes is asked again too),
+else the first content found is judged as is.
 The re-run executes in the verifier's ``Sandbox`` when it has one (the daemon
 and ``keeper verify`` do), so a hostile schema costs a bounded time and memory.
 
@@ -156,8 +157,23 @@ async def fetch_content(
             continue
         if keccak_hex(result.body) == ctx.hash:
             return result.body, problems
+        # judged as is it could make a genuine verdict evaluator_disagrees: asked again first
+        again = await _asked_again(source, ctx)
+        if again is not None and keccak_hex(again.body) == ctx.hash:
+            return again.body, problems
         fallback = result.body if fallback is None else fallback
     return fallback, problems
+
+
+async def _asked_again(source: Source, ctx: FetchContext) -> Fetched | None:
+    """A source's second answer, after a first that was wrong (None: it has none now).
+
+    Wrong answers lead to final statuses, so one garbled on its way (a proxy's error
+    page served as 200, a stale cache) must not decide: the right answer the second
+    time wins, and where both are wrong the first is kept.
+    """
+    again = await source.fetch(ctx)
+    return None if isinstance(again, SourceFailure) else again
 
 
 async def _find_document(
@@ -179,11 +195,8 @@ async def _find_document(
             return checked, result.source, problems
         if _unavailable(checked):
             continue
-        # a wrong document is final, so the source is asked once more first: one answer
-        # garbled on its way (a proxy's error page served as 200, a stale cache) must not
-        # brand a genuine verdict as tampered for good
-        again = await source.fetch(ctx)
-        if not isinstance(again, SourceFailure):
+        again = await _asked_again(source, ctx)
+        if again is not None:
             confirmed = _check(again, facts, verifier.checks)
             if confirmed.digest == facts.reason:
                 return confirmed, again.source, problems

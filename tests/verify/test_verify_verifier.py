@@ -180,6 +180,17 @@ class TestVerifyVerdict:
         assert outcome.status is Status.VERIFIED, outcome.failures
         assert evaluator.requests.count("/v1/jobs/7") == 2
 
+    async def test_content_garbled_once_is_asked_again(self, evaluator: EvaluatorServer) -> None:
+        """Deliverable bytes not of the on-chain hash once, then the right ones: the re-run
+        judges the right ones (judged as is, the garbled bytes made it disagree)."""
+        doc = verdict(7, COMPLETE, "complete")
+        _publish(evaluator, doc, COMPLETE)
+        path = f"/v1/content/{keccak_hex(COMPLETE)}"
+        evaluator.routes[path].first.append(b"<html>502 Bad Gateway</html>")
+        outcome = await verify_verdict(_verdict(facts(doc, COMPLETE)), _verifier(evaluator))
+        assert outcome.status is Status.VERIFIED, outcome.failures
+        assert evaluator.requests.count(path) == 2
+
     async def test_wrong_answers_that_differ_report_the_first(
         self, evaluator: EvaluatorServer
     ) -> None:
