@@ -25,7 +25,7 @@ from keeper.rpc.client import RpcClient
 from keeper.store.db import Db
 from keeper.store.index_store import ApplyResult, Batch, IndexStore
 from keeper.store.tokens import save_token_meta, tokens_to_read
-from keeper.sync.changes import BlockBatch, Change, Changes, Heads, Reorg, StepDone
+from keeper.sync.changes import BlockBatch, Change, Changes, Heads, Reorg, Retime, StepDone
 from keeper.sync.indexer import Indexer, SyncSettings, WatchedContract
 from keeper.sync.tokens import Caller, read_token
 
@@ -117,6 +117,12 @@ class IndexPipeline:
             )
             result = self.store.apply_batch(batch, keep_from=change.keep_from)
             self.listener.on_batch(result, change.events)
+        elif isinstance(change, Retime):
+            touched = self.store.retime(change.blocks)
+            log.warning(
+                "events_retimed", blocks=len(change.blocks), first_block=change.blocks[0][0],
+                last_block=change.blocks[-1][0], touched=len(touched),
+            )  # fmt: skip
         elif isinstance(change, Reorg):
             touched = self.store.rollback_to(change.fork_block)
             self.listener.on_reorg(change.depth, change.fork_block)

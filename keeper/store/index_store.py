@@ -24,7 +24,7 @@ The sync reads this store through its read-only ``IndexView`` protocol
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
@@ -215,6 +215,16 @@ class IndexStore:
         ).fetchall()
         return [read_from_row(r) for r in rows]
 
+    def event_blocks(self, first: int, last: int) -> list[tuple[int, str, int]]:
+        """``(number, hash, timestamp)`` of each stored block with events in the range (a
+        block stored with two times, twice)."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT block_number, block_hash, block_timestamp FROM events "
+            "WHERE chain_id = ? AND block_number BETWEEN ? AND ? ORDER BY block_number",
+            (self.chain_id, first, last),
+        ).fetchall()
+        return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every index table of this chain, fully sorted, volatile columns left out."""
         out: dict[str, list[tuple[Any, ...]]] = {}
@@ -247,6 +257,32 @@ class IndexStore:
         raises DeepReorgError without changing anything.
         """
         return self._retrying(lambda: self._rollback(fork_point))
+
+    def retime(self, blocks: Sequence[tuple[int, str, int]]) -> set[tuple[str, str]]:
+        """Give the stored events of each ``(number, hash, timestamp)`` block that time, and
+        rebuild their subjects' projections; the subjects touched."""
+        return self._retrying(lambda: self._retime(blocks))
+
+    def _retime(self, blocks: Sequence[tuple[int, str, int]]) -> set[tuple[str, str]]:
+        c, cid = self.conn, self.chain_id
+        touched: set[tuple[str, str]] = set()
+        for number, block_hash, _ in blocks:  # a repair's few blocks, once in a process
+            touched.update(
+                (str(r[0]), str(r[1]))
+                for r in c.execute(
+                    "SELECT DISTINCT contract, subject FROM events WHERE chain_id = ? "
+                    "AND block_number = ? AND block_hash = ? AND subject IS NOT NULL",
+                    (cid, number, block_hash),
+                )
+            )
+        c.executemany(
+            "UPDATE events SET block_timestamp = ? "
+            "WHERE chain_id = ? AND block_number = ? AND block_hash = ?",
+            [(timestamp, cid, number, block_hash) for number, block_hash, timestamp in blocks],
+        )
+        self.projections.forget_blocks({block_hash for _, block_hash, _ in blocks})
+        self.projections.rebuild_subjects(touched)
+        return touched
 
     def rebuild_all(self) -> None:
         """Recompute every projection of this chain from stored events and reads.

@@ -11,7 +11,7 @@ one immutable log.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from itertools import groupby
 from typing import Any
 
@@ -219,6 +219,11 @@ class Projections:
                                   decode_result(row[11]))
                     )  # fmt: skip
             yield (contract, subject), events, mine
+
+    def forget_blocks(self, block_hashes: Set[str]) -> None:
+        """Drop the decoded events of these blocks: their stored rows were rewritten."""
+        for key in [k for k in self.decoded if k[0] in block_hashes]:
+            del self.decoded[key]
 
     def remember_all(self, items: list[tuple[tuple[str, int], Event]]) -> None:
         decoded = self.decoded

@@ -22,7 +22,16 @@ from typing import Protocol
 
 from keeper.domain.model import BlockHeader, ChainRead, Event
 
-__all__ = ["BlockBatch", "Change", "Changes", "Heads", "IndexView", "Reorg", "StepDone"]
+__all__ = [
+    "BlockBatch",
+    "Change",
+    "Changes",
+    "Heads",
+    "IndexView",
+    "Reorg",
+    "Retime",
+    "StepDone",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +71,25 @@ class Reorg:
 
 
 @dataclass(frozen=True, slots=True)
+class Retime:
+    """Stored events whose block time was wrong: ``(number, hash, timestamp)`` as each
+    block's header gives it. Their subjects' projections are rebuilt with it.
+
+    What a node whose log timestamps were found wrong had already had committed
+    (keeper.sync.log_stamps); a block whose hash is not the header's is left alone.
+    """
+
+    blocks: list[tuple[int, str, int]]
+
+
+@dataclass(frozen=True, slots=True)
 class StepDone:
     """The last item of a step: whether stepping again at once would find more."""
 
     again: bool
 
 
-Change = Heads | BlockBatch | Reorg | StepDone
+Change = Heads | BlockBatch | Reorg | Retime | StepDone
 # what the indexer's stepping methods return: consumed in order, closed when done
 Changes = AsyncGenerator[Change, None]
 
@@ -90,3 +111,8 @@ class IndexView(Protocol):
     def window(self) -> list[BlockHeader]: ...
 
     def reads_from(self, block_number: int) -> Sequence[ChainRead]: ...
+
+    def event_blocks(self, first: int, last: int) -> Sequence[tuple[int, str, int]]:
+        """``(number, hash, timestamp)`` of each block from ``first`` to ``last`` that
+        has stored events, as stored."""
+        ...

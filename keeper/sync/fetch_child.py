@@ -36,6 +36,7 @@ from keeper.sync.fetch_wire import (
     write_frame,
 )
 from keeper.sync.history import CHILD_FETCHING_AHEAD, RangeFetcher
+from keeper.sync.log_stamps import StampTrust
 from keeper.sync.view_calls import ViewReader
 from keeper.waiting import wait_event
 
@@ -73,15 +74,23 @@ async def produce(spec: FetchSpec, out: BinaryIO) -> None:
     async def reads(events: Sequence[Event]) -> list[ChainRead]:
         return await views.execute(events, finalized=spec.finalized, head=spec.head)
 
+    stamps = StampTrust(spec.stamps_trusted)
     fetcher = RangeFetcher(
-        rpc, spec.addresses, spec.policy, decode, reads, ahead=CHILD_FETCHING_AHEAD
+        rpc, spec.addresses, spec.policy, decode, reads, ahead=CHILD_FETCHING_AHEAD, stamps=stamps
     )
 
     writing = asyncio.Lock()  # one frame at a time: the report and the batches share out
 
     async def send(kind: Kind, body: object) -> None:
         async with writing:
-            message: Message = (kind, body, recorder.drain(), spec.policy, rpc.health())
+            message: Message = (
+                kind,
+                body,
+                recorder.drain(),
+                spec.policy,
+                rpc.health(),
+                stamps.trusted,
+            )
             await asyncio.to_thread(write_frame, out, message)
 
     async def report(stop: asyncio.Event) -> None:

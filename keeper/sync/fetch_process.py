@@ -35,6 +35,7 @@ from keeper.obs.logging import configured, get_logger, registered_secrets
 from keeper.rpc.client import RpcClient
 from keeper.sync.fetch_wire import FetchSpec, encode, from_wire, read_message, replay
 from keeper.sync.history import Fetched
+from keeper.sync.log_stamps import StampTrust
 
 __all__ = ["ProcessFetcher"]
 
@@ -55,12 +56,14 @@ class ProcessFetcher:
         policy: RangePolicy,
         protocols: dict[str, Protocol],
         multicall: str | None,
+        stamps: StampTrust,
     ) -> None:
         self.rpc = rpc
         self.addresses = list(addresses)
         self.policy = policy
         self.protocols = dict(protocols)
         self.multicall = multicall
+        self.stamps = stamps  # the indexer's, learned by the children too
         # children started, and the one running now (status and tests)
         self.started = 0
         self.pid: int | None = None
@@ -78,6 +81,7 @@ class ProcessFetcher:
             head=head,
             start=start,
             end=end,
+            stamps_trusted=self.stamps.trusted,
             log_format=fmt,
             log_level=level,
             secrets=registered_secrets(),
@@ -105,7 +109,7 @@ class ProcessFetcher:
             await proc.stdin.drain()
             while True:
                 try:
-                    kind, body, calls, policy, health = await read_message(proc.stdout)
+                    kind, body, calls, policy, health, trusted = await read_message(proc.stdout)
                 except asyncio.IncompleteReadError:
                     code = await proc.wait()
                     raise RetryableError(
@@ -115,6 +119,7 @@ class ProcessFetcher:
                 replay(calls, self.rpc.observer)
                 self._learn(policy)
                 self.rpc.adopt_health(health)
+                self.stamps.trusted = self.stamps.trusted and trusted
                 if kind == "batch":
                     yield from_wire(body)
                 elif kind == "error":

@@ -40,11 +40,11 @@ _PROTOCOLS = {p.value: p for p in Protocol}
 
 # what a child reports: a batch, the end of the range, the exception that ended it, or
 # (every second while a batch is being fetched) nothing but its calls; each with the RPC
-# calls made since the last message, and the range policy and the endpoints' health as
-# learned so far (the next range, or a retry after a failure, starts from them, as it
-# would in process)
+# calls made since the last message, and the range policy, the endpoints' health and
+# whether the node's log timestamps are still believed, as learned so far (the next
+# range, or a retry after a failure, starts from them, as it would in process)
 Kind = Literal["batch", "done", "error", "calls"]
-Message = tuple[Kind, Any, list[tuple[Any, ...]], RangePolicy, list[EndpointHealth]]
+Message = tuple[Kind, Any, list[tuple[Any, ...]], RangePolicy, list[EndpointHealth], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,7 @@ class FetchSpec:
     head: int | None
     start: int
     end: int
+    stamps_trusted: bool = True  # the node's log timestamps (keeper.sync.log_stamps)
     log_format: str = "auto"
     log_level: str = "info"
     secrets: tuple[str, ...] = field(default=(), repr=False)

@@ -28,7 +28,7 @@ from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.scan import scan_logs, wire_size
-from keeper.sync.log_stamps import disagreements, headers_to_read
+from keeper.sync.log_stamps import StampTrust, disagreements, headers_to_read
 from keeper.waiting import cancel_and_wait
 
 __all__ = ["CHILD_FETCHING_AHEAD", "FETCHING_AHEAD", "PREFETCH_RANGES", "Fetched", "RangeFetcher"]
@@ -76,6 +76,7 @@ class RangeFetcher:
         execute_reads: Reader,
         *,
         ahead: int = FETCHING_AHEAD,
+        stamps: StampTrust | None = None,
     ) -> None:
         self.rpc = rpc
         self.addresses = list(addresses)
@@ -83,7 +84,8 @@ class RangeFetcher:
         self.decode = decode
         self.execute_reads = execute_reads
         self.ahead = ahead  # batches fetched behind the one ready (FETCHING_AHEAD)
-        self.trust_stamps = True  # until the node's log timestamps disagree with its headers
+        # until the node's log timestamps disagree with its headers
+        self.stamps = stamps if stamps is not None else StampTrust()
         self.sample = random.Random()  # which timed block's header a batch reads
 
     async def prefetched(self, start: int, end: int) -> AsyncGenerator[Fetched, None]:
@@ -159,14 +161,16 @@ class RangeFetcher:
         them; on a sparse chain that is one header a batch instead of one a block,
         and on a public endpoint, which counts every call, a fraction of the calls.
         A node whose log timestamps disagree with its headers has every header read
-        from then on, by the batches still in flight too.
+        from then on, by the batches still in flight too; what was committed before
+        is checked once the range is done (``Indexer._retimed``).
         """
         blocks = {lg.block_number for lg in logs}
-        stamped = {n: stamps[n] for n in blocks if n in stamps} if self.trust_stamps else {}
+        trust = self.stamps
+        stamped = {n: stamps[n] for n in blocks if n in stamps} if trust.trusted else {}
         by_number = await self._headers(headers_to_read(blocks, stamped, hi, self.sample))
         wrong = disagreements(stamped, by_number)
-        if wrong and self.trust_stamps:  # said once, by the first of the batches in flight
-            self.trust_stamps = False
+        if wrong and trust.trusted:  # said once, by the first of the batches in flight
+            trust.trusted = False
             block, said, header_block, read = wrong[0]
             log.warning(
                 "log_timestamps_disagree",
@@ -174,9 +178,10 @@ class RangeFetcher:
                 log_timestamp=said,
                 header_block=header_block,
                 header_timestamp=read,
-                effect="each block's header is read for its timestamp from now on",
+                effect="each block's header is read for its timestamp from now on, and "
+                "the blocks committed before are checked against theirs after this range",
             )
-        if stamped and not self.trust_stamps:  # this batch's finding or another's
+        if stamped and not trust.trusted:  # this batch's finding or another's
             by_number |= await self._headers(blocks - by_number.keys())
             stamped = {}
         for lg in logs:

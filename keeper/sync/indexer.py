@@ -33,12 +33,16 @@ from keeper.obs.logging import get_logger
 from keeper.rpc.client import RpcClient
 from keeper.rpc.errors import RpcError
 from keeper.rpc.validate import bloom_may_contain
-from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, StepDone
+from keeper.sync.changes import BlockBatch, Changes, Heads, IndexView, Reorg, Retime, StepDone
 from keeper.sync.fetch_process import ProcessFetcher
 from keeper.sync.history import Fetched, RangeFetcher
+from keeper.sync.log_stamps import StampTrust
 from keeper.sync.view_calls import ViewReader
 
 log = get_logger(__name__)
+
+# blocks whose stored events are checked against their headers at once, in a re-timing
+RETIME_BLOCKS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +117,16 @@ class Indexer:
         )
         self.state = SyncState()
         self.views = ViewReader(rpc, settings.multicall)
+        self.stamps = StampTrust()
         self.history = RangeFetcher(
-            rpc, self.addresses, self.policy, self.decode, self.execute_reads
+            rpc, self.addresses, self.policy, self.decode, self.execute_reads, stamps=self.stamps
         )
         self.remote = ProcessFetcher(
-            rpc, self.addresses, self.policy, self.protocols, settings.multicall
+            rpc, self.addresses, self.policy, self.protocols, settings.multicall, self.stamps
         )
+        # the blocks historical batches committed while the node's log timestamps were
+        # believed: checked against their headers once they no longer are
+        self._log_timed: tuple[int, int] | None = None
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)
@@ -229,6 +237,7 @@ class Indexer:
     async def backfill_range(self, start: int, end: int, finalized: int) -> Changes:
         """Scan, check, decode and read ahead (``keeper.sync.history``) while earlier
         ranges commit, one batch per range in range order."""
+        believed = self.stamps.trusted  # a range started after they were not has no stamps
         async with contextlib.aclosing(self._ranges(start, end, finalized)) as ranges:
             async for item in ranges:
                 window = prune([*self.view.window(), item.anchor], finalized, self.settings.window)
@@ -243,6 +252,44 @@ class Indexer:
                 )
                 async for change in self.commit(batch):
                     yield change
+                if believed:
+                    since = start if self._log_timed is None else self._log_timed[0]
+                    self._log_timed = (since, item.anchor.number)
+        if not self.stamps.trusted and self._log_timed is not None:
+            async for change in self._retimed(*self._log_timed):
+                yield change
+            self._log_timed = None
+
+    async def _retimed(self, first: int, last: int) -> Changes:
+        """The events committed from log timestamps, checked against their blocks' headers
+        once the node's log timestamps were found wrong: a Retime for those that differ.
+
+        After the range, so that the batches in flight when it was found are in too;
+        a block whose stored hash is not the header's (a reorg since) is left to the
+        reorg handling. One header a block with events, once in a process.
+        """
+        checked = retimed = 0
+        for lo in range(first, last + 1, RETIME_BLOCKS):
+            stored = self.view.event_blocks(lo, min(lo + RETIME_BLOCKS - 1, last))
+            if not stored:
+                continue
+            headers = await self.rpc.get_blocks(sorted({n for n, _, _ in stored}), must_exist=True)
+            by_number = {h.number: h for h in headers if h is not None}
+            wrong = [
+                (number, block_hash, header.timestamp)
+                for number, block_hash, timestamp in stored
+                if (header := by_number.get(number)) is not None
+                and header.hash == block_hash
+                and header.timestamp != timestamp
+            ]
+            checked += len(stored)
+            if wrong:
+                retimed += len(wrong)
+                yield Retime(wrong)
+        log.warning(
+            "log_timestamps_rechecked", from_block=first, to_block=last, blocks=checked,
+            retimed=retimed,
+        )  # fmt: skip
 
     async def _ranges(self, start: int, end: int, finalized: int) -> AsyncGenerator[Fetched, None]:
         """The range's batches, fetched here until the rest looks large enough for the

@@ -16,10 +16,23 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Set
+from dataclasses import dataclass
 
 from keeper.domain.model import BlockHeader
 
-__all__ = ["disagreements", "headers_to_read"]
+__all__ = ["StampTrust", "disagreements", "headers_to_read"]
+
+
+@dataclass(slots=True)
+class StampTrust:
+    """Whether the node's log timestamps are believed, for the rest of the process.
+
+    One for the indexer, shared by its in-process fetcher and the fetch process's
+    ranges (sent with each range, taken back with each message): a node found wrong
+    by either is not believed again by the next range.
+    """
+
+    trusted: bool = True
 
 
 def headers_to_read(

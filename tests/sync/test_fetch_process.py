@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import structlog
 from prometheus_client import CollectorRegistry
-from support.rpc_proxy import RpcProxy
+from support.rpc_proxy import ProxyRules, RpcProxy
 from sync_support import Harness, emit_job_flows, table_diff, write_config
 from web3 import Web3
 
@@ -44,6 +44,7 @@ from keeper.rpc.errors import RangeTooLargeError
 from keeper.store.index_store import ApplyResult
 from keeper.sync.fetch_child import portable
 from keeper.sync.fetch_process import ProcessFetcher
+from keeper.sync.log_stamps import StampTrust
 
 JOBS_PER_BLOCK = [40] * 8 + [2] * 30
 
@@ -230,7 +231,9 @@ async def test_closing_the_scan_early_leaves_no_child(
 ) -> None:
     rpc = RpcClient([EndpointConfig("rpc0", module_anvil.url)])
     policy = RangePolicy(size=1, minimum=1, maximum=1)
-    fetcher = ProcessFetcher(rpc, [flows.emitter], policy, {flows.emitter: Protocol.ERC8183}, None)
+    fetcher = ProcessFetcher(
+        rpc, [flows.emitter], policy, {flows.emitter: Protocol.ERC8183}, None, StampTrust()
+    )
     head = Web3(Web3.HTTPProvider(module_anvil.url)).eth.block_number
     try:
         scan = fetcher.prefetched(flows.start_block, head, finalized=head, head=head)
@@ -245,6 +248,34 @@ async def test_closing_the_scan_early_leaves_no_child(
         await rpc.close()
 
 
+async def test_log_timestamps_a_child_found_wrong_are_believed_by_no_later_range(
+    module_anvil: AnvilProcess, flows: Deployment, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The node's log timestamps a second off: the first child finds it and says so; the
+    finding comes back with its messages, and the next child is told, so it reads every
+    block's header from its first batch on and has nothing to find."""
+    head = Web3(Web3.HTTPProvider(module_anvil.url)).eth.block_number
+    address = flows.emitter
+    stamps = StampTrust()
+    with RpcProxy(module_anvil.url, rules=ProxyRules(log_stamps="skew")) as proxy:
+        rpc = RpcClient([EndpointConfig("rpc0", proxy.url)])
+        policy = RangePolicy(size=2, minimum=1, maximum=2)
+        fetcher = ProcessFetcher(rpc, [address], policy, {address: Protocol.ERC8183}, None, stamps)
+        try:
+            for _ in range(2):
+                scan = fetcher.prefetched(flows.start_block, head, finalized=head, head=head)
+                async with contextlib.aclosing(scan) as ranges:
+                    events = [e async for batch in ranges for e in batch.events]
+                numbers = sorted({e.log.block_number for e in events})
+                times = {h.number: h.timestamp for h in await rpc.get_blocks(numbers) if h}
+                assert all(e.block_timestamp == times[e.log.block_number] for e in events)
+                assert not stamps.trusted
+        finally:
+            await rpc.close()
+    _, err = capfd.readouterr()
+    assert err.count("log_timestamps_disagree") == 1, err[-2000:]
+
+
 async def test_a_failing_endpoint_raises_here_without_its_secret(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -253,7 +284,9 @@ async def test_a_failing_endpoint_raises_here_without_its_secret(
     register_rpc_url(url)
     rpc = RpcClient([EndpointConfig("rpc0", url)], max_attempts=2, deadline=2.0, retry_initial=0.01)
     address = "0x" + "44" * 20
-    fetcher = ProcessFetcher(rpc, [address], RangePolicy(), {address: Protocol.ERC8183}, None)
+    fetcher = ProcessFetcher(
+        rpc, [address], RangePolicy(), {address: Protocol.ERC8183}, None, StampTrust()
+    )
     with pytest.raises(Exception) as caught:
         async with contextlib.aclosing(fetcher.prefetched(1, 100, finalized=100, head=100)) as r:
             async for _ in r:
@@ -309,7 +342,9 @@ async def test_calls_held_up_by_a_failing_endpoint_are_reported_while_it_retries
                     deadline=60.0, retry_initial=0.05, retry_max=0.2, backoff_cap=0.2,
                     observer=calls)  # fmt: skip
     address = "0x" + "44" * 20
-    fetcher = ProcessFetcher(rpc, [address], RangePolicy(), {address: Protocol.ERC8183}, None)
+    fetcher = ProcessFetcher(
+        rpc, [address], RangePolicy(), {address: Protocol.ERC8183}, None, StampTrust()
+    )
     scan = fetcher.prefetched(1, 100, finalized=100, head=100)
     first = asyncio.ensure_future(anext(scan))
     try:

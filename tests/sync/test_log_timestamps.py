@@ -85,3 +85,38 @@ async def test_log_timestamps_wrong_on_some_blocks_only_are_caught(
     (said,) = [e for e in first_logs if e["event"] == "log_timestamps_disagree"]
     assert said["log_timestamp"] < said["header_timestamp"], said
     assert said["header_block"] == said["block"], said
+
+
+async def test_times_committed_before_the_logs_were_found_wrong_are_set_right(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """A node whose log timestamps and headers were both a second off (so nothing told)
+    has the events of a first backfill committed a second off; once its headers are
+    right again, the next range finds its log timestamps wrong, and the events committed
+    before are checked against their headers and set right, projections included."""
+    await run_traffic(traffic(anvil.url, deployed), 8)
+    right_then, _, _ = await index(tmp_path, "right-then", anvil.url, deployed, "")
+    rules = ProxyRules(log_stamps="skew")
+    rules.on("eth_getBlockByNumber", patched=10**9, patch=_a_second_late)
+    with capture_logs() as logs:
+        async with proxied_index(tmp_path, "late", anvil.url, deployed, rules) as (h, _):
+            first = h.dump()
+            assert not [e for e in logs if e["event"] == "log_timestamps_disagree"]
+            del rules.methods["eth_getBlockByNumber"]  # the headers are right from now on
+            await run_traffic(traffic(anvil.url, deployed), 4)
+            await h.to_head()
+            repaired = h.dump()
+    right, _, _ = await index(tmp_path, "right", anvil.url, deployed, "")
+    # the first backfill's events were a second late
+    late = {(*row[:4], row[4] + 1, *row[5:]) for row in right_then["events"]}
+    assert set(first["events"]) == late
+    assert table_diff(repaired, right) == ""
+    (said,) = [e for e in logs if e["event"] == "log_timestamps_disagree"]
+    (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
+    assert rechecked["retimed"] > 0 and rechecked["to_block"] >= said["block"]
+
+
+def _a_second_late(params: Any, header: Any) -> Any:
+    if isinstance(header, dict):
+        return {**header, "timestamp": hex(int(header["timestamp"], 16) + 1)}
+    return header
