@@ -89,6 +89,17 @@ def _database(server: PostgresServer, tmp_path: Path) -> tuple[Path, Db]:
     return cfg, conn
 
 
+def _rebuilding(
+    server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Db, LeaseStore, SlowRebuild]:
+    """A slow rebuild of a new database, started and holding the lease."""
+    cfg, conn = _database(server, tmp_path)
+    leases = LeaseStore(conn, "indexer", 31337)
+    rebuild = SlowRebuild(cfg, monkeypatch)
+    rebuild.start(leases)
+    return cfg, conn, leases, rebuild
+
+
 def _version(conn: Db) -> int:
     """The subject's version, which a committed rebuild raises."""
     return int(
@@ -99,10 +110,7 @@ def _version(conn: Db) -> int:
 def test_a_rebuild_longer_than_a_lease_keeps_it_and_commits(
     postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg, conn = _database(postgres_server, tmp_path)
-    leases = LeaseStore(conn, "indexer", 31337)
-    rebuild = SlowRebuild(cfg, monkeypatch)
-    rebuild.start(leases)
+    cfg, conn, _, rebuild = _rebuilding(postgres_server, tmp_path, monkeypatch)
     # a daemon started beside it: it stands by for as long as the rebuild runs
     config = load_config(str(cfg))
     daemon = Leadership(connect(config.database.target), 31337, config.cluster)
@@ -124,10 +132,7 @@ def test_a_rebuild_that_lost_its_lease_commits_nothing(
     postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its fence runs at COMMIT: a lease taken from it meanwhile rolls the rebuild back."""
-    cfg, conn = _database(postgres_server, tmp_path)
-    leases = LeaseStore(conn, "indexer", 31337)
-    rebuild = SlowRebuild(cfg, monkeypatch)
-    rebuild.start(leases)
+    _, conn, leases, rebuild = _rebuilding(postgres_server, tmp_path, monkeypatch)
     conn.execute(
         "UPDATE keeper_leases SET holder = 'other:1:ab', node = 'other', epoch = epoch + 1, "
         "expires_at = expires_at + 600"
