@@ -23,7 +23,7 @@ from keeper.store.db import Db, connect
 from keeper.store.index_store import IndexStore
 from keeper.store.leases import LeaseLostError, LeaseStore
 
-LEASE = 1.0
+LEASE = 2.0
 CONFIG = f"""
 [chain]
 chain_id = 31337
@@ -34,7 +34,7 @@ url = "{{url}}"
 
 [cluster]
 lease_seconds = {LEASE}
-renew_seconds = 0.25
+renew_seconds = 0.5
 
 [[contracts]]
 name = "acp"
