@@ -75,8 +75,8 @@ class RangeFetcher:
         decode: Decoder,
         execute_reads: Reader,
         *,
+        stamps: StampTrust,
         ahead: int = FETCHING_AHEAD,
-        stamps: StampTrust | None = None,
     ) -> None:
         self.rpc = rpc
         self.addresses = list(addresses)
@@ -84,8 +84,7 @@ class RangeFetcher:
         self.decode = decode
         self.execute_reads = execute_reads
         self.ahead = ahead  # batches fetched behind the one ready (FETCHING_AHEAD)
-        # until the node's log timestamps disagree with its headers
-        self.stamps = stamps if stamps is not None else StampTrust()
+        self.stamps = stamps  # believed until they disagree with the node's headers
         self.sample = random.Random()  # which timed block's header a batch reads
 
     async def prefetched(self, start: int, end: int) -> AsyncGenerator[Fetched, None]:

@@ -193,7 +193,7 @@ async def _find_document(
         checked = _check(result, facts, verifier.checks)
         if checked.digest == facts.reason:
             return checked, result.source, problems
-        if _unavailable(checked):
+        if any(f.code is FailureCode.UNAVAILABLE for f in checked.failures):
             continue
         again = await _asked_again(source, ctx)
         if again is not None:
@@ -205,10 +205,6 @@ async def _find_document(
     if first_wrong is not None:
         return first_wrong[0], first_wrong[1], problems
     return check_document(None, facts, verifier.checks), None, problems
-
-
-def _unavailable(checked: DocumentCheck) -> bool:
-    return any(f.code is FailureCode.UNAVAILABLE for f in checked.failures)
 
 
 def _check(result: Fetched, facts: VerdictFacts, checks: CheckConfig) -> DocumentCheck:
