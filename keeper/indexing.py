@@ -114,15 +114,19 @@ class IndexPipeline:
                 indexed_block=change.indexed_block,
                 indexed_hash=change.indexed_hash,
                 finalized_block=change.finalized,
+                log_stamped=change.log_stamped,
+                stamps_wrong=change.stamps_wrong,
             )
             result = self.store.apply_batch(batch, keep_from=change.keep_from)
             self.listener.on_batch(result, change.events)
         elif isinstance(change, Retime):
-            touched = self.store.retime(change.blocks)
-            log.warning(
-                "events_retimed", blocks=len(change.blocks), first_block=change.blocks[0][0],
-                last_block=change.blocks[-1][0], touched=len(touched),
-            )  # fmt: skip
+            touched = self.store.retime(change.blocks, settled=change.settled)
+            if change.blocks:
+                log.warning(
+                    "events_retimed", blocks=len(change.blocks),
+                    first_block=change.blocks[0][0], last_block=change.blocks[-1][0],
+                    touched=len(touched),
+                )  # fmt: skip
         elif isinstance(change, Reorg):
             touched = self.store.rollback_to(change.fork_block)
             self.listener.on_reorg(change.depth, change.fork_block)

@@ -59,6 +59,7 @@ __all__ = [
     "Batch",
     "Cursor",
     "IndexStore",
+    "StampChecks",
     "decode_result",
     "encode_args",
 ]
@@ -102,9 +103,23 @@ class Cursor:
     finalized_block: int
 
 
+@dataclass(frozen=True, slots=True)
+class StampChecks:
+    """A check of event times owed (``log_stamp_checks``): from which block, and whether
+    the node's log timestamps were found wrong (the check is then due)."""
+
+    unchecked_from: int
+    found_wrong: bool
+
+
 @dataclass(slots=True)
 class Batch:
-    """Everything one sync step commits at once."""
+    """Everything one sync step commits at once.
+
+    ``log_stamped``: its events' times are the node's log timestamps, not yet checked
+    against their headers; ``stamps_wrong``: those timestamps were found wrong by now.
+    Both are recorded (``log_stamp_checks``) for the check they make owed.
+    """
 
     events: list[Event]
     blocks: list[BlockHeader]
@@ -112,6 +127,8 @@ class Batch:
     indexed_block: int
     indexed_hash: str
     finalized_block: int
+    log_stamped: bool = False
+    stamps_wrong: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +242,14 @@ class IndexStore:
         ).fetchall()
         return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
 
+    def stamp_checks(self) -> StampChecks | None:
+        """The check of event times owed, if any (see ``Batch``)."""
+        row = self.conn.execute(
+            "SELECT unchecked_from, found_wrong FROM log_stamp_checks WHERE chain_id = ?",
+            (self.chain_id,),
+        ).fetchone()
+        return None if row is None else StampChecks(int(row[0]), bool(row[1]))
+
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every index table of this chain, fully sorted, volatile columns left out."""
         out: dict[str, list[tuple[Any, ...]]] = {}
@@ -258,13 +283,20 @@ class IndexStore:
         """
         return self._retrying(lambda: self._rollback(fork_point))
 
-    def retime(self, blocks: Sequence[tuple[int, str, int]]) -> set[tuple[str, str]]:
+    def retime(
+        self, blocks: Sequence[tuple[int, str, int]], *, settled: bool = False
+    ) -> set[tuple[str, str]]:
         """Give the stored events of each ``(number, hash, timestamp)`` block that time, and
-        rebuild their subjects' projections; the subjects touched."""
-        return self._retrying(lambda: self._retime(blocks))
+        rebuild their subjects' projections; the subjects touched. ``settled``: the owed
+        check of event times (``stamp_checks``) is done with these."""
+        return self._retrying(lambda: self._retime(blocks, settled))
 
-    def _retime(self, blocks: Sequence[tuple[int, str, int]]) -> set[tuple[str, str]]:
+    def _retime(
+        self, blocks: Sequence[tuple[int, str, int]], settled: bool
+    ) -> set[tuple[str, str]]:
         c, cid = self.conn, self.chain_id
+        if settled:
+            c.execute("DELETE FROM log_stamp_checks WHERE chain_id = ?", (cid,))
         touched: set[tuple[str, str]] = set()
         for number, block_hash, _ in blocks:  # a repair's few blocks, once in a process
             touched.update(
@@ -431,11 +463,31 @@ class IndexStore:
             e.contract for e in batch.events if e.subject is None and e.name in PAUSE_EVENTS
         )
         self._set_cursor(batch.indexed_block, batch.indexed_hash, batch.finalized_block)
+        self._owe_stamp_checks(batch)
         c.execute(
             "DELETE FROM blocks WHERE chain_id = ? AND number < ?",
             (cid, batch.finalized_block - self.keep_margin if keep_from is None else keep_from),
         )
         return ApplyResult(new_known + new_unknown, new_unknown, frozenset(touched))
+
+    def _owe_stamp_checks(self, batch: Batch) -> None:
+        """Record the check of event times a batch makes owed (see ``Batch``)."""
+        if batch.log_stamped and batch.events:
+            self.conn.execute(
+                "INSERT INTO log_stamp_checks (chain_id, unchecked_from, found_wrong) "
+                "VALUES (?, ?, ?) ON CONFLICT (chain_id) DO UPDATE SET unchecked_from = "
+                "CASE WHEN excluded.unchecked_from < log_stamp_checks.unchecked_from "
+                "THEN excluded.unchecked_from ELSE log_stamp_checks.unchecked_from END, "
+                "found_wrong = CASE WHEN excluded.found_wrong = 1 THEN 1 "
+                "ELSE log_stamp_checks.found_wrong END",
+                (self.chain_id, batch.events[0].log.block_number, int(batch.stamps_wrong)),
+            )
+        elif batch.stamps_wrong:
+            self.conn.execute(
+                "UPDATE log_stamp_checks SET found_wrong = 1 "
+                "WHERE chain_id = ? AND found_wrong = 0",
+                (self.chain_id,),
+            )
 
     def _rollback(self, fork_point: int) -> set[tuple[str, str]]:
         c, cid = self.conn, self.chain_id

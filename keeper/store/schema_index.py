@@ -258,4 +258,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chain_id, seq)
     )
     """,
+    # 11: a check of event times owed (keeper.sync.log_stamps): the lowest block committed
+    # with its time from the node's log timestamps and not checked against its header
+    # since, and whether those timestamps were found wrong. Kept here, not in a process,
+    # so the check is made by whichever process comes next after a restart or a crash,
+    # over what earlier processes committed too; the row goes once the check is made.
+    """
+    CREATE TABLE log_stamp_checks (
+        chain_id INTEGER PRIMARY KEY,
+        unchecked_from INTEGER NOT NULL,
+        found_wrong INTEGER NOT NULL
+    )
+    """,
 ]

@@ -48,6 +48,8 @@ class BlockBatch:
     """Blocks to commit at once: events, window blocks, view reads, and the cursor after them.
 
     Window blocks below ``keep_from`` are pruned in the same transaction.
+    ``log_stamped``: the events' times are the node's log timestamps, unchecked;
+    ``stamps_wrong``: those were found wrong by now (a check of them is owed).
     """
 
     events: list[Event]
@@ -57,6 +59,8 @@ class BlockBatch:
     indexed_hash: str
     finalized: int
     keep_from: int
+    log_stamped: bool = False
+    stamps_wrong: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +81,11 @@ class Retime:
 
     What a node whose log timestamps were found wrong had already had committed
     (keeper.sync.log_stamps); a block whose hash is not the header's is left alone.
+    ``settled``: the last of a check, which the store then no longer owes.
     """
 
     blocks: list[tuple[int, str, int]]
+    settled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +105,14 @@ class CursorPoint(Protocol):
     def indexed_block(self) -> int: ...
 
 
+class StampCheckOwed(Protocol):
+    @property
+    def unchecked_from(self) -> int: ...
+
+    @property
+    def found_wrong(self) -> bool: ...
+
+
 class IndexView(Protocol):
     """The index as the sync may see it: read-only, answered by the store.
 
@@ -111,6 +125,10 @@ class IndexView(Protocol):
     def window(self) -> list[BlockHeader]: ...
 
     def reads_from(self, block_number: int) -> Sequence[ChainRead]: ...
+
+    def stamp_checks(self) -> StampCheckOwed | None:
+        """The check of event times committed from log timestamps that is owed, if any."""
+        ...
 
     def event_blocks(self, first: int, last: int) -> Sequence[tuple[int, str, int]]:
         """``(number, hash, timestamp)`` of each block from ``first`` to ``last`` that

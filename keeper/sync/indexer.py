@@ -124,9 +124,6 @@ class Indexer:
         self.remote = ProcessFetcher(
             rpc, self.addresses, self.policy, self.protocols, settings.multicall, self.stamps
         )
-        # the blocks historical batches committed while the node's log timestamps were
-        # believed: checked against their headers once they no longer are
-        self._log_timed: tuple[int, int] | None = None
         self._checked_window = False
         self._head_bloom: tuple[BlockHeader, str] | None = None
         # reads made while their block was the node's head (None: not loaded since start)
@@ -214,6 +211,13 @@ class Indexer:
         if not self._checked_window:
             async for change in self.recheck_window(head):
                 yield change
+            owed = self.view.stamp_checks()
+            if owed is not None and owed.found_wrong:
+                # found wrong by a process that ended before its check was made: this one
+                # does not believe them either, and makes the check first
+                self.stamps.trusted = False
+                async for change in self._owed_check():
+                    yield change
             self._checked_window = True
             indexed = self.start_cursor()
         target = head.number if to_block is None else min(to_block, head.number)
@@ -249,25 +253,29 @@ class Indexer:
                     indexed_hash=item.anchor.hash,
                     finalized=finalized,
                     keep_from=window[0].number,
+                    log_stamped=believed,
+                    stamps_wrong=not self.stamps.trusted,
                 )
                 async for change in self.commit(batch):
                     yield change
-                if believed:
-                    since = start if self._log_timed is None else self._log_timed[0]
-                    self._log_timed = (since, item.anchor.number)
-        if not self.stamps.trusted and self._log_timed is not None:
-            async for change in self._retimed(*self._log_timed):
+        if not self.stamps.trusted:
+            async for change in self._owed_check():
                 yield change
-            self._log_timed = None
 
-    async def _retimed(self, first: int, last: int) -> Changes:
-        """The events committed from log timestamps, checked against their blocks' headers
-        once the node's log timestamps were found wrong: a Retime for those that differ.
+    async def _owed_check(self) -> Changes:
+        """The events committed from log timestamps since they were last checked (by this
+        process or an earlier one: the store keeps from where), checked against their
+        blocks' headers now that the node's log timestamps were found wrong: a Retime for
+        those that differ, the last one settling the check.
 
-        After the range, so that the batches in flight when it was found are in too;
+        After a range, so that the batches in flight when it was found are in too;
         a block whose stored hash is not the header's (a reorg since) is left to the
-        reorg handling. One header a block with events, once in a process.
+        reorg handling. One header a block with events, once.
         """
+        owed = self.view.stamp_checks()
+        if owed is None:
+            return
+        first, last = owed.unchecked_from, self.start_cursor()
         checked = retimed = 0
         for lo in range(first, last + 1, RETIME_BLOCKS):
             stored = self.view.event_blocks(lo, min(lo + RETIME_BLOCKS - 1, last))
@@ -286,6 +294,7 @@ class Indexer:
             if wrong:
                 retimed += len(wrong)
                 yield Retime(wrong)
+        yield Retime([], settled=True)
         log.warning(
             "log_timestamps_rechecked", from_block=first, to_block=last, blocks=checked,
             retimed=retimed,

@@ -23,7 +23,13 @@ from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
 from keeper.store.index_rows import decoded_args_json, row_writes
-from keeper.store.index_store import Batch, IndexStore, decode_result, encode_args
+from keeper.store.index_store import (
+    Batch,
+    IndexStore,
+    StampChecks,
+    decode_result,
+    encode_args,
+)
 from keeper.store.migrations import migrate
 
 CHAIN = 31337
@@ -189,6 +195,37 @@ class TestApply:
         late = Batch([], [], token_reads, 30, blocks[-1].header.hash, 0)
         assert store.apply_batch(late).touched_subjects > 0
         assert store.conn.execute(tokens, (LEGACY_JOBS, TOKEN)).fetchone()[0] > 0
+
+
+class TestStampChecks:
+    def test_owed_from_the_lowest_block_committed_from_log_times_until_settled(
+        self, new_db: Callable[[], str]
+    ) -> None:
+        """What ``log_stamp_checks`` keeps across processes: the lowest block committed
+        from log timestamps, found wrong once and for good, gone once the check is made."""
+        store = _store(new_db)
+        blocks = Synth(seed=11, events_per_block=1).blocks(1, 30)
+
+        def stamped(chunk: list[SynthBlock], *, wrong: bool = False, times: bool = True) -> Batch:
+            return replace(batch_of(chunk, finalized=0), log_stamped=times, stamps_wrong=wrong)
+
+        store.apply_batch(batch_of(blocks[:10], finalized=0))  # headers' times: none owed
+        assert store.stamp_checks() is None
+        store.apply_batch(stamped(blocks[:10], wrong=True, times=False))  # nothing to check
+        assert store.stamp_checks() is None
+        store.apply_batch(stamped(blocks[10:20]))
+        assert store.stamp_checks() == StampChecks(11, False)
+        store.apply_batch(stamped(blocks[20:24], wrong=True))
+        store.apply_batch(stamped(blocks[24:26]))  # believed again (a range started before)
+        assert store.stamp_checks() == StampChecks(11, True)
+        store.apply_batch(stamped(blocks[26:28], wrong=True, times=False))
+        assert store.stamp_checks() == StampChecks(11, True)
+        assert store.retime([], settled=False) == set()
+        assert store.stamp_checks() == StampChecks(11, True)
+        store.retime([], settled=True)
+        assert store.stamp_checks() is None
+        store.apply_batch(stamped(blocks[28:]))
+        assert store.stamp_checks() == StampChecks(29, False)
 
 
 class TestCodecs:

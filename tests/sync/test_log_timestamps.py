@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from support.rpc_proxy import ProxyRules
-from sync_support import proxied_index, run_traffic, table_diff, traffic
+from support.rpc_proxy import ProxyRules, RpcProxy
+from sync_support import Harness, proxied_index, run_traffic, table_diff, traffic, write_config
 
 from keeper.devnet.anvil import AnvilProcess, rpc_call
 from keeper.devnet.deploy import Deployment, deploy_all
+from keeper.sync.changes import BlockBatch
 
 
 @pytest.fixture
@@ -96,8 +97,7 @@ async def test_times_committed_before_the_logs_were_found_wrong_are_set_right(
     before are checked against their headers and set right, projections included."""
     await run_traffic(traffic(anvil.url, deployed), 8)
     right_then, _, _ = await index(tmp_path, "right-then", anvil.url, deployed, "")
-    rules = ProxyRules(log_stamps="skew")
-    rules.on("eth_getBlockByNumber", patched=10**9, patch=_a_second_late)
+    rules = _late_node()
     with capture_logs() as logs:
         async with proxied_index(tmp_path, "late", anvil.url, deployed, rules) as (h, _):
             first = h.dump()
@@ -114,6 +114,76 @@ async def test_times_committed_before_the_logs_were_found_wrong_are_set_right(
     (said,) = [e for e in logs if e["event"] == "log_timestamps_disagree"]
     (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
     assert rechecked["retimed"] > 0 and rechecked["to_block"] >= said["block"]
+
+
+async def test_times_an_earlier_process_committed_are_set_right_by_a_later_one(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """A node both of whose times were a second off has a first process's backfill
+    committed a second off; the next process, on the same index, finds the log timestamps
+    wrong and sets right what the first one committed as well as its own."""
+    await run_traffic(traffic(anvil.url, deployed), 8)
+    right_then, _, _ = await index(tmp_path, "right-then", anvil.url, deployed, "")
+    with capture_logs():
+        async with proxied_index(tmp_path, "late", anvil.url, deployed, _late_node()) as (h, _):
+            first = h.dump()
+    await run_traffic(traffic(anvil.url, deployed), 4)
+    with capture_logs() as logs:
+        rules = ProxyRules(log_stamps="skew")  # the headers are right
+        async with proxied_index(tmp_path, "late", anvil.url, deployed, rules) as (h, _):
+            repaired = h.dump()
+    right, _, _ = await index(tmp_path, "right", anvil.url, deployed, "")
+    late = {(*row[:4], row[4] + 1, *row[5:]) for row in right_then["events"]}
+    assert set(first["events"]) == late
+    assert table_diff(repaired, right) == ""
+    (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
+    assert rechecked["from_block"] <= min(row[0] for row in right_then["log_blocks"])
+
+
+async def test_a_check_owed_when_the_process_died_is_made_by_the_next_one(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """The process that finds the log timestamps wrong is killed before it could check
+    what was committed from them; the next one, on a node whose times are all right (so
+    it finds nothing itself), believes them no more and makes the check first."""
+    await run_traffic(traffic(anvil.url, deployed), 8)
+    with capture_logs():
+        async with proxied_index(tmp_path, "late", anvil.url, deployed, _late_node()):
+            pass
+    await run_traffic(traffic(anvil.url, deployed), 4)
+    with capture_logs() as found_logs, RpcProxy(anvil.url, rules=ProxyRules(log_stamps="skew")) \
+            as proxy:  # fmt: skip
+        cfg = write_config(tmp_path, "late", [proxy.url], deployed, finality="confirmations",
+                           confirmations=0, max_range=8)  # fmt: skip
+        h = Harness(cfg)
+        try:
+            # a kill just after the first batch committed once it was found: the
+            # rest of the range, and the check at its end, never come
+            changes = h.indexer.changes()
+            async for change in changes:
+                h.indexing.apply(change)
+                if isinstance(change, BlockBatch) and change.stamps_wrong:
+                    break
+            await changes.aclose()
+        finally:
+            await h.close()
+    assert [e for e in found_logs if e["event"] == "log_timestamps_disagree"]
+    assert not [e for e in found_logs if e["event"] == "log_timestamps_rechecked"]
+    with capture_logs() as logs:
+        async with proxied_index(tmp_path, "late", anvil.url, deployed) as (h, _):
+            repaired = h.dump()
+    right, _, _ = await index(tmp_path, "right", anvil.url, deployed, "")
+    assert table_diff(repaired, right) == ""
+    assert not [e for e in logs if e["event"] == "log_timestamps_disagree"]
+    (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
+    assert rechecked["retimed"] > 0
+
+
+def _late_node() -> ProxyRules:
+    """A node whose log timestamps and headers are both a second late: nothing tells."""
+    rules = ProxyRules(log_stamps="skew")
+    rules.on("eth_getBlockByNumber", patched=10**9, patch=_a_second_late)
+    return rules
 
 
 def _a_second_late(params: Any, header: Any) -> Any:

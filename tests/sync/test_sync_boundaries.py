@@ -64,7 +64,7 @@ def test_the_sync_sees_the_store_only_through_a_read_view() -> None:
     from keeper.sync.changes import IndexView
 
     members = {n for n in vars(IndexView) if not n.startswith("_")}
-    assert members == {"cursor", "window", "reads_from", "event_blocks"}
+    assert members == {"cursor", "window", "reads_from", "event_blocks", "stamp_checks"}
     assert all(callable(getattr(IndexStore, n, None)) for n in members)
 
 
