@@ -14,9 +14,12 @@ The re-run executes in the verifier's ``Sandbox`` when it has one (the daemon
 and ``keeper verify`` do), so a hostile schema costs a bounded time and memory.
 
 ``unavailable`` is retried with exponential backoff until a horizon measured
-from the first attempt (``next_retry_at``, pure); every other status is final
-until something changes (a new release of the checks, a new source). Storing
-the outcome is ``keeper.verify.verifier``'s job.
+from the first attempt (``next_retry_at``, pure), and so is a status that came
+from a document that was not the committed one (``checked_again``: a source
+serving a wrong answer for longer than two asks may serve the right one later,
+and the verdict then turns ``verified``); every other status is final until
+something changes (a new release of the checks, a new source). Storing the
+outcome is ``keeper.verify.verifier``'s job.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from keeper.store import verifications as store
 from keeper.store.db import Db
 from keeper.verify.checks import VerdictFacts
 from keeper.verify.evidence import chain_from_task, verify_evidence
-from keeper.verify.failures import Failure, Status
+from keeper.verify.failures import Failure, checked_again
 from keeper.verify.report import ChainRef, Report, same_outcome, stored_report
 from keeper.verify.scan import PendingScan
 from keeper.verify.verdict import (
@@ -208,7 +208,7 @@ async def check(conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: i
     attempts = (previous.attempts if previous else 0) + 1
     first = previous.first_attempt_at if previous else now
     retry = None
-    if outcome.status is Status.UNAVAILABLE:
+    if checked_again(outcome.failures):
         retry = next_retry_at(attempts, now, first_attempt_at=first, policy=policy)
     row = store.VerificationRow(
         chain_id=chain.chain_id,

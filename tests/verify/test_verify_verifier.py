@@ -334,6 +334,56 @@ class TestRecord:
         assert validate_history(reports) == []
         assert store.get_document(conn, done.document_digest or "") == body(doc)
 
+    async def test_a_source_wrong_for_a_while_is_checked_again_until_it_is_right(
+        self, evaluator: EvaluatorServer, conn: sqlite3.Connection
+    ) -> None:
+        """A source serving another document for longer than its two asks: a mismatch,
+        checked again on the unavailable schedule, verified once the committed one is
+        served (a second revision); one never served stays a mismatch past the horizon."""
+        doc = verdict(7, COMPLETE, "complete")
+        _publish(evaluator, {**doc, "motivi": ["stale"]}, COMPLETE)
+        item = _verdict(facts(doc, COMPLETE))
+        verifier = _verifier(evaluator, policy=RetryPolicy(base=60, cap=60, horizon=150))
+        first = await verify_and_record(conn, item, verifier, now=1000)
+        assert (first.status, first.next_retry_at) == ("mismatch", 1060)
+        again = await verify_and_record(conn, item, verifier, now=1060)
+        assert (again.status, again.attempts, again.next_retry_at) == ("mismatch", 2, 1120)
+        assert again.report_digest == first.report_digest  # the same outcome: no revision
+        _publish(evaluator, doc, COMPLETE)
+        assert [r.job_id for r in store.due_for_retry(conn, CHAIN_ID, now=1120)] == ["7"]
+        done = await verify_and_record(conn, item, verifier, now=1120)
+        assert (done.status, done.next_retry_at, done.parent_digest) == (
+            "verified",
+            None,
+            first.report_digest,
+        )
+        assert [h.status for h in store.history(conn, CHAIN_ID, CONTRACT, "7")] == [
+            "mismatch",
+            "verified",
+        ]
+
+        other = verdict(8, COMPLETE, "complete")
+        _publish(evaluator, {**other, "motivi": ["never the committed one"]}, COMPLETE)
+        item = _verdict(facts(other, COMPLETE))
+        times = [1000, 1060, 1120]
+        rows = [await verify_and_record(conn, item, verifier, now=t) for t in times]
+        assert [(r.status, r.next_retry_at) for r in rows] == [
+            ("mismatch", 1060),
+            ("mismatch", 1120),
+            ("mismatch", None),  # the next try would be past the horizon
+        ]
+
+    async def test_a_mismatch_in_the_committed_document_is_final(
+        self, evaluator: EvaluatorServer, conn: sqlite3.Connection
+    ) -> None:
+        """The committed document itself contradicts the chain: nothing to ask again."""
+        doc = verdict(7, COMPLETE, "complete")
+        _publish(evaluator, doc, COMPLETE)
+        item = _verdict(facts(doc, COMPLETE, event="JobRejected"))
+        row = await verify_and_record(conn, item, _verifier(evaluator), now=1000)
+        assert (row.status, row.next_retry_at) == ("mismatch", None)
+        assert store.due_for_retry(conn, CHAIN_ID, now=10**9) == []
+
     async def test_two_daemons_verifying_one_verdict_record_one_revision(
         self, evaluator: EvaluatorServer, new_db: Callable[[], str]
     ) -> None:
