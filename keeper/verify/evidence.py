@@ -89,8 +89,15 @@ async def verify_evidence(
         parent=parent,
         source=label or None,
     )
+    committed = evidence_hash == ZERO_HASH or checked.digest == evidence_hash
     return Outcome(
-        report, checked.failures, checked.canonical, checked.digest, label or None, tuple(problems)
+        report,
+        checked.failures,
+        checked.canonical,
+        checked.digest,
+        label or None,
+        tuple(problems),
+        committed,
     )
 
 

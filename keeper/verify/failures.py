@@ -56,19 +56,13 @@ FAILED: frozenset[Status] = frozenset(
 )
 
 
-# Failures that say the document checked was not the one the chain committed to (it did
-# not hash to the reason, or did not parse as one): what the source served, which it may
-# serve right later (a cache, a proxy, a document put up late). Their statuses are checked
-# again on the unavailable schedule; a status from the committed document is final.
-_SOURCE_SERVED: frozenset[FailureCode] = frozenset(
-    {FailureCode.VERDICT_HASH_MISMATCH, FailureCode.INVALID_DOCUMENT}
-)
-
-
-def checked_again(failures: list[Failure] | tuple[Failure, ...]) -> bool:
-    """Whether an outcome is retried: nothing was found, or what was is not the
-    committed document (see ``_SOURCE_SERVED``)."""
-    return any(f.code is FailureCode.UNAVAILABLE or f.code in _SOURCE_SERVED for f in failures)
+def checked_again(status: Status, committed: bool) -> bool:
+    """Whether an outcome is retried on the unavailable schedule: nothing was found, or
+    it failed on inputs that are not what the chain committed to (``committed``: a
+    verdict document that did not hash to the reason, content that did not hash to the
+    deliverable). The source may serve the committed ones later (a cache, a proxy, a
+    document put up late); a failure of the committed inputs themselves is final."""
+    return status is Status.UNAVAILABLE or (status in FAILED and not committed)
 
 
 def derive_status(failures: list[Failure] | tuple[Failure, ...]) -> Status:

@@ -14,10 +14,10 @@ The re-run executes in the verifier's ``Sandbox`` when it has one (the daemon
 and ``keeper verify`` do), so a hostile schema costs a bounded time and memory.
 
 ``unavailable`` is retried with exponential backoff until a horizon measured
-from the first attempt (``next_retry_at``, pure), and so is a status that came
-from a document that was not the committed one (``checked_again``: a source
-serving a wrong answer for longer than two asks may serve the right one later,
-and the verdict then turns ``verified``); every other status is final until
+from the first attempt (``next_retry_at``, pure), and so is a failure judged on
+a document or content that was not the committed one (``checked_again``: a
+source serving a wrong answer for longer than two asks may serve the right one
+later, and the verdict then turns ``verified``); every other status is final until
 something changes (a new release of the checks, a new source). Storing the
 outcome is ``keeper.verify.verifier``'s job.
 """
@@ -98,6 +98,9 @@ class Outcome:
     document_digest: str | None
     source: str | None  # label of the source the checked document came from
     source_failures: tuple[SourceFailure, ...]
+    # judged on what the chain committed to: the document that hashes to the reason, and
+    # the content that hashes to the deliverable where a re-run used content
+    committed: bool
 
     @property
     def status(self) -> Status:
@@ -118,18 +121,23 @@ async def verify_verdict(
     )
     doc, source, problems = await _find_document(verifier, ctx, facts)
     failures = list(doc.failures)
+    committed = doc.digest == facts.reason.lower()
     if doc.passed and doc.document is not None:
         content = None
         if needs_content(facts, verifier.checks):
             content, content_problems = await fetch_content(verifier.content_sources, ctx)
             problems.extend(content_problems)
+            if content is not None and keccak_hex(content) != ctx.hash:
+                committed = False
         failures = await _reexecute(verifier, doc.document, facts, content)
         target = github_target(doc.document, facts, verifier.checks, content)
         if verifier.github is not None and target is not None:
             failures = await github_rerun(verifier.github, target, facts.block_time)
     status = derive_status(failures)
     report = build_report(verdict.chain, status, failures, doc.digest, parent=parent, source=source)
-    return Outcome(report, tuple(failures), doc.canonical, doc.digest, source, tuple(problems))
+    return Outcome(
+        report, tuple(failures), doc.canonical, doc.digest, source, tuple(problems), committed
+    )
 
 
 async def _reexecute(

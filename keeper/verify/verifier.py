@@ -208,7 +208,7 @@ async def check(conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: i
     attempts = (previous.attempts if previous else 0) + 1
     first = previous.first_attempt_at if previous else now
     retry = None
-    if checked_again(outcome.failures):
+    if checked_again(outcome.status, outcome.committed):
         retry = next_retry_at(attempts, now, first_attempt_at=first, policy=policy)
     row = store.VerificationRow(
         chain_id=chain.chain_id,

@@ -144,3 +144,22 @@ class TestTaskVerdicts:
         assert await verify_pending(conn, scan, verifier, now=(row.next_retry_at or 0)) == 1
         statuses = [h.status for h in store.history(conn, CHAIN_ID, MARKET, TASK)]
         assert statuses == ["verified", "unavailable", "verified"]
+
+    async def test_evidence_served_wrong_is_checked_again_until_it_is_right(
+        self, conn: sqlite3.Connection, evaluator: EvaluatorServer
+    ) -> None:
+        """A source serving other evidence: a mismatch retried on the unavailable schedule,
+        verified once the committed evidence is served."""
+        scan = PendingScan(CHAIN_ID)
+        verifier = Verifier([HttpSource(evaluator.base + "/evidence/{reason}")])
+        path = f"/evidence/{digest(EVIDENCE)}"
+        evaluator.serve(path, canonical_bytes({**EVIDENCE, "score": 1}))
+        _index_task(conn, digest(EVIDENCE), block=20)
+        assert await verify_pending(conn, scan, verifier, now=5) == 1
+        row = store.get_verification(conn, CHAIN_ID, MARKET, TASK)
+        assert row is not None and (row.status, row.next_retry_at) == ("mismatch", 65)
+        evaluator.serve(path, canonical_bytes(EVIDENCE))
+        assert await verify_pending(conn, scan, verifier, now=64) == 0
+        assert await verify_pending(conn, scan, verifier, now=65) == 1
+        statuses = [h.status for h in store.history(conn, CHAIN_ID, MARKET, TASK)]
+        assert statuses == ["mismatch", "verified"]

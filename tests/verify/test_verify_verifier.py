@@ -373,6 +373,31 @@ class TestRecord:
             ("mismatch", None),  # the next try would be past the horizon
         ]
 
+    async def test_a_disagreement_on_content_that_is_not_the_deliverable_is_checked_again(
+        self, evaluator: EvaluatorServer, conn: sqlite3.Connection
+    ) -> None:
+        """The content source serving other bytes than the deliverable (on both asks): the
+        re-run disagrees, and is run again on the schedule; the deliverable served later
+        verifies it. A reject that the other bytes agree with stays verified."""
+        doc = verdict(7, COMPLETE, "complete")
+        _publish(evaluator, doc, COMPLETE)
+        path = f"/v1/content/{keccak_hex(COMPLETE)}"
+        evaluator.serve(path, COMPLETE.replace(b"Rossi", b"Bianchi"))
+        item = _verdict(facts(doc, COMPLETE))
+        first = await verify_and_record(conn, item, _verifier(evaluator), now=1000)
+        assert (first.status, first.next_retry_at) == ("evaluator_disagrees", 1060)
+        evaluator.serve(path, COMPLETE)
+        done = await verify_and_record(conn, item, _verifier(evaluator), now=1060)
+        assert (done.status, done.next_retry_at) == ("verified", None)
+
+        rejected = verdict(8, COMPLETE, "reject", ["content does not hash"])
+        _publish(evaluator, rejected, COMPLETE)
+        evaluator.serve(path, b"other bytes")
+        row = await verify_and_record(
+            conn, _verdict(facts(rejected, COMPLETE)), _verifier(evaluator), now=1000
+        )
+        assert (row.status, row.next_retry_at) == ("verified", None)
+
     async def test_a_mismatch_in_the_committed_document_is_final(
         self, evaluator: EvaluatorServer, conn: sqlite3.Connection
     ) -> None:
