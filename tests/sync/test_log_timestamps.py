@@ -106,11 +106,7 @@ async def test_times_committed_before_the_logs_were_found_wrong_are_set_right(
             await run_traffic(traffic(anvil.url, deployed), 4)
             await h.to_head()
             repaired = h.dump()
-    right, _, _ = await index(tmp_path, "right", anvil.url, deployed, "")
-    # the first backfill's events were a second late
-    late = {(*row[:4], row[4] + 1, *row[5:]) for row in right_then["events"]}
-    assert set(first["events"]) == late
-    assert table_diff(repaired, right) == ""
+    await _assert_set_right(tmp_path, anvil.url, deployed, right_then, first, repaired)
     (said,) = [e for e in logs if e["event"] == "log_timestamps_disagree"]
     (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
     assert rechecked["retimed"] > 0 and rechecked["to_block"] >= said["block"]
@@ -132,10 +128,7 @@ async def test_times_an_earlier_process_committed_are_set_right_by_a_later_one(
         rules = ProxyRules(log_stamps="skew")  # the headers are right
         async with proxied_index(tmp_path, "late", anvil.url, deployed, rules) as (h, _):
             repaired = h.dump()
-    right, _, _ = await index(tmp_path, "right", anvil.url, deployed, "")
-    late = {(*row[:4], row[4] + 1, *row[5:]) for row in right_then["events"]}
-    assert set(first["events"]) == late
-    assert table_diff(repaired, right) == ""
+    await _assert_set_right(tmp_path, anvil.url, deployed, right_then, first, repaired)
     (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
     assert rechecked["from_block"] <= min(row[0] for row in right_then["log_blocks"])
 
@@ -177,6 +170,22 @@ async def test_a_check_owed_when_the_process_died_is_made_by_the_next_one(
     assert not [e for e in logs if e["event"] == "log_timestamps_disagree"]
     (rechecked,) = [e for e in logs if e["event"] == "log_timestamps_rechecked"]
     assert rechecked["retimed"] > 0
+
+
+async def _assert_set_right(
+    tmp: Path,
+    url: str,
+    deployed: Deployment,
+    right_then: dict[str, Any],
+    first: dict[str, Any],
+    repaired: dict[str, Any],
+) -> None:
+    """The late node's first backfill had every event exactly a second late (``right_then``
+    being an honest index of that chain), and the repaired index is an honest node's."""
+    right, _, _ = await index(tmp, "right", url, deployed, "")
+    late = {(*row[:4], row[4] + 1, *row[5:]) for row in right_then["events"]}
+    assert set(first["events"]) == late
+    assert table_diff(repaired, right) == ""
 
 
 def _late_node() -> ProxyRules:
