@@ -125,10 +125,11 @@ async def verify_verdict(
     if doc.passed and doc.document is not None:
         content = None
         if needs_content(facts, verifier.checks):
-            content, content_problems = await fetch_content(verifier.content_sources, ctx)
+            content, deliverable, content_problems = await fetch_content(
+                verifier.content_sources, ctx
+            )
             problems.extend(content_problems)
-            if content is not None and keccak_hex(content) != ctx.hash:
-                committed = False
+            committed = committed and (content is None or deliverable)
         failures = await _reexecute(verifier, doc.document, facts, content)
         target = github_target(doc.document, facts, verifier.checks, content)
         if verifier.github is not None and target is not None:
@@ -157,8 +158,9 @@ async def _reexecute(
 
 async def fetch_content(
     sources: Sequence[Source], ctx: FetchContext
-) -> tuple[bytes | None, list[SourceFailure]]:
-    """The deliverable's bytes: the first that hash to ``ctx.hash``, else the first found."""
+) -> tuple[bytes | None, bool, list[SourceFailure]]:
+    """The deliverable's bytes: the first that hash to ``ctx.hash``, else the first found;
+    and whether they are the deliverable (hash to it)."""
     problems: list[SourceFailure] = []
     fallback: bytes | None = None
     for source in sources:
@@ -167,13 +169,13 @@ async def fetch_content(
             problems.append(result)
             continue
         if keccak_hex(result.body) == ctx.hash:
-            return result.body, problems
+            return result.body, True, problems
         # judged as is it could make a genuine verdict evaluator_disagrees: asked again first
         again = await _asked_again(source, ctx)
         if again is not None and keccak_hex(again.body) == ctx.hash:
-            return again.body, problems
+            return again.body, True, problems
         fallback = result.body if fallback is None else fallback
-    return fallback, problems
+    return fallback, False, problems
 
 
 async def _asked_again(source: Source, ctx: FetchContext) -> Fetched | None:
