@@ -38,8 +38,10 @@ _MAX_JOB_ID = 2**256 - 1
 # past it failed the query with a 500)
 _MAX_BLOCK = 2**63 - 1
 
-_ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_TASK_ID_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
+# \Z, not $: "$" also matches before a final newline, which is no part of an address
+_ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
+_TASK_ID_RE = re.compile(r"^0x[0-9a-fA-F]{64}\Z")
+_INTEGER_RE = re.compile(r"^-?[0-9]+\Z")
 
 
 class BadParam(Exception):
@@ -102,7 +104,8 @@ def parse_job_id(value: str, param: str = "jobId") -> str:
     """Job ids are canonical decimal strings, the form they are stored in."""
     if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
         raise BadParam(param, f"not a job id (a decimal integer): {value[:80]!r}")
-    if int(value) > _MAX_JOB_ID:
+    # the length first: int() refuses more than 4,300 digits with a ValueError
+    if len(value) > len(str(_MAX_JOB_ID)) or int(value) > _MAX_JOB_ID:
         raise BadParam(param, "out of the uint256 range")
     return value
 
@@ -161,11 +164,13 @@ def parse_list_query(
     limit = DEFAULT_LIMIT
     limit_text = _single(query, "limit")
     if limit_text is not None:
-        if not limit_text.isascii() or not limit_text.isdigit():
+        if not _INTEGER_RE.match(limit_text):
             raise BadParam("limit", f"not an integer: {limit_text[:80]!r}")
-        limit = int(limit_text)
-        if not 1 <= limit <= MAX_LIMIT:
-            raise BadParam("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+        # int() of the significant digits alone: it refuses more than 4,300 with a ValueError
+        digits = limit_text.lstrip("-").lstrip("0") or "0"
+        limit = int(digits) if len(digits) <= len(str(MAX_LIMIT)) else MAX_LIMIT + 1
+        if limit_text.startswith("-") or not 1 <= limit <= MAX_LIMIT:
+            raise BadParam("limit", f"must be between 1 and {MAX_LIMIT}, got {limit_text[:80]}")
 
     cursor_text = _single(query, "cursor")
     after = decode_cursor(kind, cursor_text) if cursor_text is not None else None

@@ -128,11 +128,9 @@ def resolve_pointer(doc: JsonValue, pointer: str) -> JsonValue | object:
                 return ABSENT
             node = node[token]
         elif isinstance(node, list):
-            if not token.isdigit() or (token != "0" and token.startswith("0")):
+            if not _is_array_index(token, len(node)):
                 return ABSENT
             index = int(token)
-            if index >= len(node):
-                return ABSENT
             node = node[index]
         else:
             return ABSENT
@@ -160,6 +158,13 @@ def extract_document(
     if isinstance(found, dict):
         return found
     raise InvalidDocument("", f"value at {pointer} is {_kind(found)}, not a document")
+
+
+def _is_array_index(token: str, length: int) -> bool:
+    """An RFC 6901 array index (ASCII digits, no leading zero) below ``length``; its length
+    is compared first, as ``int()`` refuses more than 4,300 digits with a ValueError."""
+    canonical = token.isascii() and token.isdigit() and (token == "0" or token[0] != "0")
+    return canonical and len(token) <= len(str(length)) and int(token) < length
 
 
 def max_depth(text: str) -> int:

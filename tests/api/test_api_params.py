@@ -81,6 +81,34 @@ class TestListQuery:
         with pytest.raises(BadParam, match="status: unknown status 'appealing'"):
             parse_list_query("jobs", {"status": ["appealing"]}, {})
 
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("-1", "must be between 1 and 500, got -1"),
+            ("0", "must be between 1 and 500, got 0"),
+            ("501", "must be between 1 and 500, got 501"),
+            ("9" * 5000, "must be between 1 and 500, got " + "9" * 80),
+            ("0" * 5000 + "1", None),
+            ("1.5", "not an integer: '1.5'"),
+            ("٣", "not an integer: '٣'"),
+            ("7\n", "not an integer: '7\\n'"),
+        ],
+    )
+    def test_limit(self, text: str, message: str | None) -> None:
+        """A limit is a decimal integer in range, whatever its length; else a BadParam
+        naming it (int() alone raises ValueError past 4,300 digits: a 500 before)."""
+        if message is None:
+            assert parse_list_query("jobs", {"limit": [text]}, {}).limit == 1
+            return
+        with pytest.raises(BadParam) as info:
+            parse_list_query("jobs", {"limit": [text]}, {})
+        assert (info.value.param, info.value.message) == ("limit", message)
+
+    @pytest.mark.parametrize("name", ["client", "provider", "evaluator"])
+    def test_party_with_a_final_newline_is_refused(self, name: str) -> None:
+        with pytest.raises(BadParam, match=f"{name}: not an address"):
+            parse_list_query("jobs", {name: ["0x" + "ab" * 20 + "\n"]}, {})
+
 
 class TestIds:
     @pytest.mark.parametrize("value", ["0", "7", str(2**256 - 1)])
@@ -88,7 +116,9 @@ class TestIds:
         """Canonical decimal uint256 values are accepted as is."""
         assert parse_job_id(value) == value
 
-    @pytest.mark.parametrize("value", ["", "-1", "01", "1e3", "٣", str(2**256), " 7"])
+    @pytest.mark.parametrize(
+        "value", ["", "-1", "01", "1e3", "٣", str(2**256), " 7", "7\n", "9" * 5000]
+    )
     def test_invalid_job_ids(self, value: str) -> None:
         """Non-canonical or out-of-range ids are refused, naming jobId."""
         with pytest.raises(BadParam) as info:
@@ -101,6 +131,8 @@ class TestIds:
         assert resolve_contract("0x" + "CD" * 20, CONTRACTS) == "0x" + "cd" * 20
         with pytest.raises(BadParam, match=r"unknown contract 'acpp' \(names: acp"):
             resolve_contract("acpp", CONTRACTS)
+        with pytest.raises(BadParam, match="unknown contract"):
+            resolve_contract(ACP + "\n", CONTRACTS)
 
 
 def inputs(**overrides: object) -> ReadinessInputs:

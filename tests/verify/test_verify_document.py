@@ -122,6 +122,8 @@ class TestPointers:
         assert resolve_pointer(doc, "") == doc
         assert resolve_pointer(doc, "/a~1b/1") is ABSENT
         assert resolve_pointer(doc, "/a~1b/01") is ABSENT
+        assert resolve_pointer(doc, "/a~1b/\u0660") is ABSENT  # an Arabic-Indic zero
+        assert resolve_pointer(doc, "/a~1b/" + "9" * 5000) is ABSENT  # past int()'s 4,300
         assert resolve_pointer(doc, "/missing") is ABSENT
 
     def test_extract_object_at_pointer(self) -> None:
