@@ -40,7 +40,7 @@ ENV_PREFIX = "KEEPER_"
 Rule = Callable[[dict[str, Any], bool, Mapping[str, Mapping[str, Any]]], Iterable[tuple[str, str]]]
 
 _BAD: Any = object()  # a value that did not check out (None is a valid value)
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]+\Z")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

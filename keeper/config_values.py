@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 from keeper.obs.redact import redact_url
 
-ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
-NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
 RPC_SCHEMES = ("http", "https", "ws", "wss")
 HTTP_SCHEMES = ("http", "https")
 

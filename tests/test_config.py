@@ -110,6 +110,15 @@ class TestErrors:
         )
         assert problems(raw) == ["contracts[1].address: not an address: '0x12'"]
 
+    def test_a_final_newline_is_no_part_of_an_address_or_a_name(self) -> None:
+        """An environment variable set from a file keeps its newline: refused, not stored."""
+        raw = minimal(contracts=[{"name": "a\n", "protocol": "erc8183", "address": ADDR + "\n"}])
+        assert problems(raw) == [
+            "contracts[0].name: not a valid name (letters, digits, '_', '.', '-'; 1-64 chars): "
+            "'a\\n'",
+            f"contracts[0].address: not an address: '{ADDR}\\n'",
+        ]
+
     def test_typo_in_key_suggests_close_match(self) -> None:
         """An unknown key is an error that names the key path and the likely intended key."""
         raw = minimal()

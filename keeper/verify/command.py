@@ -57,7 +57,7 @@ JOB_COMPLETED = spec_for("JobCompleted").topic0
 JOB_REJECTED = spec_for("JobRejected").topic0
 JOB_SUBMITTED = spec_for("JobSubmitted").topic0
 _EVENT_NAMES = {JOB_COMPLETED: "JobCompleted", JOB_REJECTED: "JobRejected"}
-_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
 
 
 class VerdictNotFound(Exception):

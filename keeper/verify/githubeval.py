@@ -23,11 +23,11 @@ from keeper.verify.github_checks import Target
 # repository names letters, digits, '.', '_' and '-' (<= 100).
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}"
 _NAME = r"[A-Za-z0-9._-]{1,100}"
-_REPO = re.compile(rf"^(?P<owner>{_OWNER})/(?P<name>{_NAME})$")
+_REPO = re.compile(rf"^(?P<owner>{_OWNER})/(?P<name>{_NAME})\Z")
 _PR_URL = re.compile(
-    rf"^https://github\.com/(?P<owner>{_OWNER})/(?P<name>{_NAME})/pull/(?P<number>[1-9][0-9]{{0,9}})/?$"
+    rf"^https://github\.com/(?P<owner>{_OWNER})/(?P<name>{_NAME})/pull/(?P<number>[1-9][0-9]{{0,9}})/?\Z"
 )
-_AUTHOR = re.compile(rf"^{_OWNER}$")
+_AUTHOR = re.compile(rf"^{_OWNER}\Z")
 MAX_CONTENT = 4096  # a PR link or {"pr": link}; anything longer is not a deliverable
 
 

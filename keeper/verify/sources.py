@@ -35,7 +35,7 @@ DEFAULT_TIMEOUT = 10.0  # seconds for the whole exchange; evaluator APIs answer 
 MAX_REDIRECTS = 3  # enough for http->https or a trailing-slash hop, too few for a loop to cost
 _CHUNK = 64 * 1024
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_HEX = re.compile(r"^0x[0-9a-f]*$")
+_HEX = re.compile(r"^0x[0-9a-f]*\Z")
 
 
 @dataclass(frozen=True, slots=True)

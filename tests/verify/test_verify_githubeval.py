@@ -81,6 +81,8 @@ class TestGithubBlock:
             {"repo": "acme/shop", "issue": 0},
             {"repo": "acme/shop", "issue": True},
             {"repo": "acme/shop", "author": "bad name"},
+            {"repo": "acme/shop\n"},  # "$" would let a final newline through
+            {"repo": "acme/shop", "author": "acme\n"},
             {"repo": "acme/shop", "base": " "},
             {"repo": "acme/shop", "ci": ["test", ""]},
             {"repo": "acme/shop", "ci": "test"},
