@@ -386,6 +386,8 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
         raise ConfigError(
             f"{source}: not UTF-8 text (byte {exc.start}); TOML files must be UTF-8"
         ) from None
+    except ValueError as exc:  # an integer past int()'s 4,300 digits
+        raise ConfigError(f"{source}: not valid TOML: {v.parse_problem(exc)}") from None
     except OSError as exc:
         raise ConfigError(f"{source}: cannot be read: {exc.strerror or exc}") from None
     return parse_config(raw, env, source=source)

@@ -24,6 +24,7 @@ from keeper.obs.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
+UINT256_DIGITS = len(str(2**256 - 1))
 RPC_SCHEMES = ("http", "https", "ws", "wss")
 HTTP_SCHEMES = ("http", "https")
 
@@ -65,7 +66,9 @@ def pos_int(value: object) -> int:
 
 def big_int(value: object) -> int:
     """A non-negative integer that may exceed TOML's 64-bit range, so a digit string is allowed."""
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        if len(value.lstrip("0")) > UINT256_DIGITS:  # int() itself refuses 4,300 digits
+            raise BadValue(f"more than {UINT256_DIGITS} digits: past any uint256")
         return int(value)
     return nonneg_int(value)
 
@@ -200,7 +203,8 @@ def api_root(value: object) -> str:
 def listen(value: object) -> str:
     text = string(value)
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    port_ok = port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536
+    if not sep or not host or not port_ok:
         raise BadValue(f"expected host:port, got {show(text)}")
     return text
 
@@ -248,7 +252,7 @@ def env_scalar(text: str) -> object:
         return lowered == "true"
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # TOMLDecodeError, or an integer past int()'s 4,300 digits
         return text
 
 
@@ -257,16 +261,25 @@ def env_list(text: str) -> object:
     if stripped.startswith("["):
         try:
             return json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise BadValue(f"not a JSON list: {exc.msg}") from None
+        except ValueError as exc:
+            raise BadValue(f"not a JSON list: {parse_problem(exc)}") from None
     return [part.strip() for part in stripped.split(",") if part.strip()]
 
 
 def env_json(text: str) -> object:
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadValue(f"not valid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise BadValue(f"not valid JSON: {parse_problem(exc)}") from None
+
+
+def parse_problem(exc: ValueError) -> str:
+    """What a JSON or TOML parser refused, in the operator's words: past 4,300 digits int()
+    raises a bare ValueError whose text advises a Python call."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    text = str(exc)
+    return "an integer of more than 4300 digits" if text.startswith("Exceeds the limit") else text
 
 
 def env_str(text: str) -> object:

@@ -1,5 +1,5 @@
 """How the long-running processes (the daemon, ``keeper backfill``, the fetch process) use
-the interpreter's collector and the C allocator.
+the interpreter's collector, its recursion limit and the C allocator.
 
 Both settings trade nothing the indexer needs for memory or CPU it would
 otherwise lose; bench/README.md has what each one moved.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import sys
 
 # glibc's mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -18,6 +19,8 @@ LARGE_BLOCK_BYTES = 1024 * 1024
 # the heap's free top beyond this is given back (glibc's own default, set again because
 # a large block freed before the call may already have raised it)
 HEAP_TOP_BYTES = 128 * 1024
+# CPython's own default
+RECURSION_LIMIT = 1000
 
 
 def tune_gc() -> None:
@@ -59,7 +62,20 @@ def tune_allocator() -> bool:
     return mmap_set and trim_set
 
 
+def tune_recursion() -> None:
+    """Keep the interpreter's recursion limit at CPython's default of 1,000, or below.
+
+    The C JSON parser counts its nesting against this limit, so at 1,000 a reply nested
+    deeper (an RPC node's, GitHub's, a verdict source's) raises RecursionError, which the
+    readers turn into "not JSON". py_ecc, imported with eth_account (by the devnet, the
+    benchmarks and the tests), raises the limit to 100,000 at its import: at such a depth
+    the parser overflows the C stack first, and one hostile reply kills the process.
+    """
+    sys.setrecursionlimit(min(sys.getrecursionlimit(), RECURSION_LIMIT))
+
+
 def tune_process() -> None:
-    """Both, for a command that runs long or indexes (the daemon, ``keeper backfill``)."""
+    """All three, for a command that runs long or indexes (the daemon, ``keeper backfill``)."""
     tune_gc()
+    tune_recursion()
     tune_allocator()

@@ -13,6 +13,7 @@ import structlog
 from support.postgres import PostgresServer
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
+from keeper.process_tuning import tune_recursion
 
 # a process a test leaves running is killed and fails that test (tests/support/child_reaper.py)
 pytest_plugins = ["support.child_reaper"]
@@ -32,6 +33,14 @@ def _logging_outlives_the_test() -> Iterator[None]:
         structlog.configure(**saved)
         root.handlers[:] = handlers
         root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _recursion_limit_as_in_the_daemon() -> None:
+    """The daemon runs at CPython's recursion limit (keeper.process_tuning.tune_recursion);
+    eth_account's import of py_ecc, here at collection or in any test, raises it to
+    100,000, where a deeply nested reply would overflow the C stack instead of raising."""
+    tune_recursion()
 
 
 @pytest.fixture

@@ -164,6 +164,10 @@ class TestErrors:
             ("keeper", "max_fee_gwei", -1, "must be a positive number of gwei, got -1"),
             ("api", "listen", "9464", "expected host:port, got '9464'"),
             ("api", "listen", "localhost:99999", "expected host:port, got 'localhost:99999'"),
+            ("api", "listen", "h:" + "9" * 5000, "expected host:port, got 'h:999"),
+            ("api", "listen", "h:\u0668\u0660", "expected host:port, got 'h:"),  # Arabic-Indic
+            ("keeper", "min_balance_wei", "9" * 79, "more than 78 digits: past any uint256"),
+            ("keeper", "min_balance_wei", "9" * 5000, "more than 78 digits: past any uint256"),
             ("log", "level", "verbose", "must be one of 'debug', 'info', 'warning', 'error'"),
             ("database", "path", "", "must not be empty"),
         ],
@@ -403,6 +407,23 @@ class TestEnvOverrides:
             "chain.confirmations: expected an integer, got 'many'",
         ]
 
+    def test_an_integer_past_4300_digits_is_a_problem_not_a_crash(self) -> None:
+        """int() refuses more than 4,300 digits with a bare ValueError, in TOML and JSON
+        parsers alike: each override is still a problem naming its variable."""
+        many = "9" * 5000
+        env = {
+            "KEEPER_CHAIN__CONFIRMATIONS": many,
+            "KEEPER_CHAIN__RPC_URLS": f"[{many}]",
+            "KEEPER_VERDICTS__GITHUB": f'{{"max_bytes": {many}}}',
+        }
+        assert problems(minimal(), env) == [
+            "KEEPER_CHAIN__RPC_URLS -> chain.rpc_urls: not a JSON list: an integer of more "
+            "than 4300 digits",
+            "KEEPER_VERDICTS__GITHUB -> verdicts.github: not valid JSON: an integer of more "
+            "than 4300 digits",
+            f"chain.confirmations: expected an integer, got '{many[:76]}...",
+        ]
+
     def test_plain_keeper_variables_are_not_overrides(self) -> None:
         """Variables without ``__`` (such as the one holding the key) are left alone."""
         env = {"KEEPER_PRIVATE_KEY": "0x" + "ab" * 32, "KEEPER_CHAIN": "x"}
@@ -421,6 +442,14 @@ class TestFiles:
         path.write_text("[chain\n")
         with pytest.raises(ConfigError, match=r"bad.toml: not valid TOML"):
             load_config(path, {})
+
+    def test_an_integer_past_4300_digits_in_the_file(self, tmp_path: Path) -> None:
+        """tomllib raises a bare ValueError for it: still a ConfigError naming the file."""
+        path = tmp_path / "big.toml"
+        path.write_text(f'[chain]\nchain_id = {"9" * 5000}\nrpc_urls = ["http://a.example"]\n')
+        with pytest.raises(ConfigError) as info:
+            load_config(path, {})
+        assert str(info.value) == f"{path}: not valid TOML: an integer of more than 4300 digits"
 
     def test_errors_name_the_file(self, tmp_path: Path) -> None:
         """The error's first line says which file is wrong."""

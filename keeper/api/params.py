@@ -76,7 +76,7 @@ def decode_cursor(kind: Kind, token: str) -> PageKey:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         tag, block, contract, subject = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, RecursionError):
         raise BadParam("cursor", "not a cursor returned by this API") from None
     if (
         tag != kind[0]

@@ -111,7 +111,7 @@ def schemaeval_verdict(
     else:
         try:
             instance = json.loads(content)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, too long a number, too deep
             motivi.append("content: not JSON")
         else:
             schema = json.loads(description)["schema"]

@@ -87,7 +87,7 @@ def error_member(raw: bytes) -> Mapping[str, Any] | str:
     text = raw[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")
     try:
         decoded = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
     if isinstance(decoded, Mapping):
         err = decoded.get("error")

@@ -311,7 +311,7 @@ class JsonRpcTransport:
             raise self._fail(ep, method, failure, started)
         try:
             return json.loads(raw), started
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
             failure = RpcFailure("transient", "reply body is not JSON (garbage or truncated)")
             raise self._fail(ep, method, failure, started) from None
 

@@ -196,7 +196,8 @@ class GitHubClient:
             return Unavailable(f"answer exceeds {self.max_bytes} bytes")
         try:
             value: JsonValue = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        # ValueError: a syntax error, bytes not UTF-8, or an integer past int()'s 4,300 digits
+        except (ValueError, RecursionError):
             return Unavailable("answer is not JSON")
         etag = resp.headers.get("ETag")
         if etag:

@@ -70,7 +70,7 @@ def pr_link(content: bytes) -> tuple[str, str, int] | None:
     if text.startswith("{"):
         try:
             parsed = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: JSONDecodeError among others
             return None
         link = parsed.get("pr") if isinstance(parsed, dict) else None
         if not isinstance(link, str):

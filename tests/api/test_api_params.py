@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -39,6 +41,16 @@ class TestCursor:
         with pytest.raises(BadParam) as info:
             decode_cursor("tasks", token)
         assert info.value.param == "cursor"
+
+    @pytest.mark.parametrize(
+        "raw", [b"[" * 5000, b'["j", ' + b"9" * 5000 + b', "a", "1"]'], ids=["deep", "long"]
+    )
+    def test_a_cursor_past_the_parser_s_limits(self, raw: bytes) -> None:
+        """Nested past the recursion limit, or a number past int()'s 4,300 digits: a URL
+        has room for either."""
+        token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        with pytest.raises(BadParam, match="cursor: not a cursor returned by this API"):
+            decode_cursor("jobs", token)
 
     @given(st.text(max_size=60))
     def test_garbage_is_bad_param_never_crash(self, token: str) -> None:

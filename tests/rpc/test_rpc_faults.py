@@ -55,7 +55,7 @@ async def pair(log_chain: LogChain) -> AsyncIterator[tuple[RpcProxy, RpcProxy]]:
 
 
 class TestGarbage:
-    @pytest.mark.parametrize("fault", ["garbage", "truncate", "wrong_id", "null_result"])
+    @pytest.mark.parametrize("fault", ["garbage", "truncate", "deep", "wrong_id", "null_result"])
     async def test_bad_body_is_retried(
         self, fault: str, client: RpcClient, proxy: RpcProxy, observer: RecordingObserver
     ) -> None:

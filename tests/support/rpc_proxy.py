@@ -79,6 +79,7 @@ class MethodRule:
     delay: float = 5.0
     garbage: int = 0
     truncate: int = 0
+    deep: int = 0  # a body of 200,000 '[': deeper than any JSON parser recurses
     wrong_id: int = 0
     null_result: int = 0
     http_error: int = 0
@@ -378,6 +379,8 @@ class RpcProxy:
             return _Reply(body=b"<html><body>502 Bad Gateway</body></html>")
         if self._take(method, "truncate"):
             return _Reply(body=body[: max(1, len(body) // 2)])
+        if self._take(method, "deep"):
+            return _Reply(body=b"[" * 200_000)
         return _Reply(body=body)
 
     async def _one(self, item: Any) -> dict[str, Any] | None:

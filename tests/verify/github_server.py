@@ -57,6 +57,7 @@ class GitHubServer(LoopbackServer):
         self.remaining = 4999
         self.reset = 0  # X-RateLimit-Reset (epoch seconds); 0: an hour from now
         self.redirects: dict[str, str] = {}  # path -> Location answered with a 301
+        self.bodies: dict[str, bytes] = {}  # path -> a 200's body as is (not JSON, say)
 
     @property
     def url(self) -> str:
@@ -176,6 +177,9 @@ class GitHubServer(LoopbackServer):
                     **({"Retry-After": str(self.retry_after)} if self.retry_after else {}),
                 },
             )
+        if path in self.bodies:
+            self.seen.append(Seen(path, 200, authorized, conditional))
+            return web.Response(body=self.bodies[path], content_type="application/json")
         resource = self._resource([p for p in path.split("/") if p])
         if resource is None:
             self.seen.append(Seen(path, 404, authorized, conditional))

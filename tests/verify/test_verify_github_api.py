@@ -97,6 +97,21 @@ async def test_refusals_missing_and_oversized(github: GitHubServer) -> None:  # 
     assert TOKEN not in repr(client)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b'{"id": ' + b"9" * 5000 + b"}", b"[" * 100_000, b'{"a": "\xff"}'],
+    ids=["syntax", "integer past int()'s 4,300 digits", "nesting", "not UTF-8"],
+)
+async def test_an_answer_that_is_not_json_is_unavailable(
+    github: GitHubServer,  # noqa: F811
+    body: bytes,
+) -> None:
+    """Whatever the body, the answer is Unavailable with the reason, never an exception."""
+    github.bodies[REPO] = body
+    answer = await _client(github, max_bytes=1 << 20).get(REPO)
+    assert answer == Unavailable("answer is not JSON")
+
+
 def test_token_by_reference(tmp_path: Path) -> None:
     """The token comes from the named env var or file; errors name the reference only."""
     assert read_token(GitHubConfig(), {}) is None
