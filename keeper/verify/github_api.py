@@ -37,6 +37,9 @@ from keeper.verify.sources import read_bounded
 API_VERSION = "2022-11-28"
 USER_AGENT = "escrow-keeper"
 SECONDARY_LIMIT_WAIT = 60  # GitHub: "wait at least one minute" when no Retry-After is given
+# GitHub's rate-limit window is an hour: a header asking for longer (a reset years away, a
+# number past any float) is wrong, and would stop every GitHub read until a restart
+MAX_LIMIT_WAIT = 3600
 MAX_REDIRECTS = 3
 CACHE_ENTRIES = 1024  # a few resources per verdict: enough for the verdicts of many hours
 _REDIRECTS = frozenset({301, 302, 307, 308})
@@ -218,16 +221,18 @@ class GitHubClient:
         remaining = headers.get("X-RateLimit-Remaining")
         reset = _int(headers.get("X-RateLimit-Reset"))
         retry_after = _int(headers.get("Retry-After"))
-        if remaining == "0" and reset is not None:
+        # int and float compare exactly, while converting a reset of 400 digits raises
+        until = None if reset is None else float(min(reset, now + MAX_LIMIT_WAIT))
+        if remaining == "0" and until is not None:
             # the next request would be refused: wait for the window to reset
-            self.blocked_until = max(self.blocked_until, float(reset))
+            self.blocked_until = max(self.blocked_until, until)
         if status not in (403, 429):
             return None
         wait: int | None = None
         if retry_after is not None:
-            wait = retry_after
-        elif remaining == "0" and reset is not None:
-            wait = max(1, int(reset - now))
+            wait = max(0, min(retry_after, MAX_LIMIT_WAIT))
+        elif remaining == "0" and until is not None:
+            wait = max(1, int(until - now))
         elif b"secondary rate limit" in body.lower() or status == 429:
             wait = SECONDARY_LIMIT_WAIT
         if wait is None:

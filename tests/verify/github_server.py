@@ -173,7 +173,7 @@ class GitHubServer(LoopbackServer):
                 status=403,
                 headers={
                     **limits,
-                    "X-RateLimit-Remaining": "4000",
+                    "X-RateLimit-Remaining": "0" if self.remaining == 0 else "4000",
                     **({"Retry-After": str(self.retry_after)} if self.retry_after else {}),
                 },
             )

@@ -82,6 +82,30 @@ async def test_exhausted_primary_limit_waits_for_the_reset(
     assert 100 < blocked.retry_after <= 121 and len(github.seen) == 1
 
 
+@pytest.mark.parametrize("wait", [10**400, 10**9, -5], ids=["past a float", "years", "negative"])
+@pytest.mark.parametrize("header", ["Retry-After", "X-RateLimit-Reset"])
+async def test_a_wait_past_the_hour_is_an_hour(
+    github: GitHubServer,  # noqa: F811
+    header: str,
+    wait: int,
+) -> None:
+    """A rate-limit header asking for more than GitHub's hour-long window (or a number no
+    float holds, which raised OverflowError) blocks for an hour at most."""
+    github.repo("acme/shop")
+    now = [1000.0]
+    client = _client(github, clock=lambda: now[0])
+    github.refusals = 1
+    if header == "Retry-After":
+        github.retry_after = wait
+    else:
+        github.retry_after, github.remaining, github.reset = 0, 0, wait
+    refused = await client.get(REPO)
+    assert isinstance(refused, Unavailable) and refused.retry_after is not None
+    assert 0 <= refused.retry_after <= 3600
+    now[0] += 3601
+    assert isinstance(await client.get(REPO), dict) and len(github.seen) == 2
+
+
 async def test_refusals_missing_and_oversized(github: GitHubServer) -> None:  # noqa: F811
     github.repo("acme/shop")
     github.pull("acme/shop", 7, author="x", body="y" * 5000)
