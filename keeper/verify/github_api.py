@@ -25,14 +25,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from keeper.config import GitHubConfig
 from keeper.errors import ConfigError
 from keeper.verify.canonical import JsonValue
-from keeper.verify.sources import read_bounded
+from keeper.verify.sources import RedirectRefused, read_bounded, redirect_target
 
 API_VERSION = "2022-11-28"
 USER_AGENT = "escrow-keeper"
@@ -168,11 +168,10 @@ class GitHubClient:
             self.requests += 1
             async with session.get(url, headers=self._headers(url), allow_redirects=False) as resp:
                 if resp.status in _REDIRECTS:
-                    target = urljoin(url, resp.headers.get("Location", ""))
-                    parts = urlsplit(target)
-                    if (parts.scheme, parts.netloc.lower()) != self._origin:
-                        return Unavailable("GitHub redirected off the configured API host")
-                    url = target
+                    try:
+                        url = redirect_target(url, resp.headers.get("Location", ""), self._origin)
+                    except RedirectRefused as exc:
+                        return Unavailable(f"GitHub redirect {exc}")
                     continue
                 return await self._answer(resp, url, path)
         return Unavailable(f"more than {MAX_REDIRECTS} redirects")

@@ -156,13 +156,10 @@ class HttpSource:
         for _ in range(self.max_redirects + 1):
             async with session.get(url, allow_redirects=False) as resp:
                 if resp.status in _REDIRECT_STATUSES:
-                    target = urljoin(url, resp.headers.get("Location", ""))
-                    parts = urlsplit(target)
-                    if (parts.scheme, parts.netloc.lower()) != self._origin:
-                        return self._fail(
-                            Problem.REDIRECT_REFUSED, "redirect off the configured host"
-                        )
-                    url = target
+                    try:
+                        url = redirect_target(url, resp.headers.get("Location", ""), self._origin)
+                    except RedirectRefused as exc:
+                        return self._fail(Problem.REDIRECT_REFUSED, f"redirect {exc}")
                     continue
                 if resp.status in (404, 410):
                     return self._fail(Problem.NOT_FOUND, f"HTTP {resp.status}")
@@ -248,6 +245,24 @@ class DirectorySource:
                 return SourceFailure(self._label, Problem.TOO_LARGE, candidate.name)
             return Fetched(body, "", self._label)
         return SourceFailure(self._label, Problem.NOT_FOUND, "no file for this job")
+
+
+class RedirectRefused(Exception):
+    """A redirect not followed; the message says where it went (after "redirect")."""
+
+
+def redirect_target(url: str, location: str, origin: tuple[str, str]) -> str:
+    """Where a redirect from ``url`` goes when it stays on ``origin`` (scheme, host), or
+    RedirectRefused: another origin could be anyone's, and a Location that is no URL
+    (``http://[::1``) makes urljoin raise ValueError."""
+    try:
+        target = urljoin(url, location)
+        parts = urlsplit(target)
+    except ValueError:
+        raise RedirectRefused(f"to {location[:80]!r}: not a URL") from None
+    if (parts.scheme, parts.netloc.lower()) != origin:
+        raise RedirectRefused("off the configured host")
+    return target
 
 
 async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes | None:

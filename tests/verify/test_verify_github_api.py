@@ -115,7 +115,10 @@ async def test_refusals_missing_and_oversized(github: GitHubServer) -> None:  # 
     assert isinstance(too_big, Unavailable) and "exceeds 2048 bytes" in too_big.reason
     github.redirects["/repos/acme/old"] = "http://example.invalid/repos/acme/shop"
     moved = await client.get("/repos/acme/old")
-    assert isinstance(moved, Unavailable) and "off the configured API host" in moved.reason
+    assert isinstance(moved, Unavailable) and "off the configured host" in moved.reason
+    github.redirects["/repos/acme/odd"] = "http://[::1/repos"
+    odd = await client.get("/repos/acme/odd")
+    assert odd == Unavailable("GitHub redirect to 'http://[::1/repos': not a URL")
     github.redirects["/repos/acme/renamed"] = github.url + REPO
     assert isinstance(await client.get("/repos/acme/renamed"), dict)
     assert TOKEN not in repr(client)

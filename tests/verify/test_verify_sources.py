@@ -100,6 +100,17 @@ class TestHttpSource:
         assert isinstance(result, SourceFailure) and result.problem is Problem.REDIRECT_REFUSED
         assert other_host.requests == []
 
+    @pytest.mark.parametrize("location", ["http://[::1/x", "//[bad"])
+    async def test_a_redirect_to_no_url_is_refused(
+        self, evaluator: EvaluatorServer, location: str
+    ) -> None:
+        """A Location that is no URL (urljoin raises ValueError on it) is a refused
+        redirect, not an exception out of the fetch."""
+        evaluator.serve("/v1/jobs/7", b"", status=302, headers={"Location": location})
+        result = await HttpSource(evaluator.base + "/v1/jobs/{jobId}").fetch(CTX)
+        assert isinstance(result, SourceFailure) and result.problem is Problem.REDIRECT_REFUSED
+        assert "not a URL" in result.detail
+
     async def test_redirect_loop_is_bounded(self, evaluator: EvaluatorServer) -> None:
         """A redirect loop stops after max_redirects hops."""
         evaluator.serve("/loop", b"", status=302, headers={"Location": "/loop"})
