@@ -1,8 +1,9 @@
 """How the long-running processes (the daemon, ``keeper backfill``, the fetch process) use
 the interpreter's collector, its recursion limit and the C allocator.
 
-Both settings trade nothing the indexer needs for memory or CPU it would
-otherwise lose; bench/README.md has what each one moved.
+The collector's and the allocator's settings trade nothing the indexer needs
+for memory or CPU it would otherwise lose (bench/README.md has what each one
+moved); the recursion limit is there for hostile input (``tune_recursion``).
 """
 
 from __future__ import annotations
