@@ -318,15 +318,18 @@ def _overlay_entry(
     raw: dict[str, Any], item: type, parts: list[str], name: str, value: str, problems: Problems
 ) -> None:
     section = parts[0]
-    if len(parts) != 3 or not parts[1].isdigit():
+    if len(parts) != 3 or not (parts[1].isascii() and parts[1].isdigit()):
         problems.add(name, f"expected {ENV_PREFIX}{section.upper()}__<INDEX>__<KEY>")
         return
-    index, key = int(parts[1]), parts[2]
+    key = parts[2]
     entries = raw.setdefault(section, [])
     if not isinstance(entries, list):
         return
+    # the length first: int() refuses more than 4,300 digits with a ValueError
+    index = int(parts[1]) if len(parts[1]) <= 9 else len(entries) + 1
     if index > len(entries):
-        problems.add(name, f"index {index} skips entries: there are {len(entries)} {section}")
+        shown = parts[1] if len(parts[1]) <= 20 else parts[1][:20] + "..."
+        problems.add(name, f"index {shown} skips entries: there are {len(entries)} {section}")
         return
     keys = declared(item)
     if key not in keys:

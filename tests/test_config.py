@@ -415,10 +415,13 @@ class TestEnvOverrides:
             "KEEPER_CHAIN__CONFIRMATIONS": many,
             "KEEPER_CHAIN__RPC_URLS": f"[{many}]",
             "KEEPER_VERDICTS__GITHUB": f'{{"max_bytes": {many}}}',
+            f"KEEPER_CONTRACTS__{many}__NAME": "x",
         }
         assert problems(minimal(), env) == [
             "KEEPER_CHAIN__RPC_URLS -> chain.rpc_urls: not a JSON list: an integer of more "
             "than 4300 digits",
+            f"KEEPER_CONTRACTS__{many}__NAME: index {many[:20]}... skips entries: there are 0 "
+            "contracts",
             "KEEPER_VERDICTS__GITHUB -> verdicts.github: not valid JSON: an integer of more "
             "than 4300 digits",
             f"chain.confirmations: expected an integer, got '{many[:76]}...",
