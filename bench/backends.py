@@ -27,6 +27,7 @@ from bench.common import ARCHIVE_ANVIL, Result, write_config
 from bench.escrow_workload import ANVIL_ARGS, DENSE, Workload, deploy_driver, description, job_flows
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
+from keeper.store.index_rows import description_from_json
 
 __all__ = ["bench_backends"]
 
@@ -50,7 +51,7 @@ def _check_postgres(url: str, wl: Workload) -> tuple[int, int]:
     with psycopg.connect(url) as conn:
         events = conn.execute("SELECT count(*) FROM events").fetchone()
         rows = conn.execute("SELECT job_id, description FROM jobs").fetchall()
-    stored = {int(job_id): text for job_id, text in rows}
+    stored = {int(job_id): description_from_json(text) for job_id, text in rows}
     wrong = [
         j for j in range(wl.first_job, wl.first_job + wl.jobs) if stored.get(j) != description(j)
     ]

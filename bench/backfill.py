@@ -69,6 +69,7 @@ from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.contracts import load_artifact
 from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.domain.multicall import MULTICALL3_ADDRESS, encode_aggregate3
+from keeper.store.index_rows import description_from_json
 from keeper.sync.view_calls import AGGREGATE_SIZE, AGGREGATES_AT_ONCE
 from tests.support.rpc_proxy import RpcProxy
 
@@ -210,7 +211,7 @@ def check_descriptions(db: Path, wl: Workload) -> int:
     conn = sqlite3.connect(db)
     rows = conn.execute("SELECT job_id, description FROM jobs").fetchall()
     conn.close()
-    stored = {int(job_id): text for job_id, text in rows}
+    stored = {int(job_id): description_from_json(text) for job_id, text in rows}
     wrong = [
         j for j in range(wl.first_job, wl.first_job + wl.jobs)
         if stored.get(j) != description(j)

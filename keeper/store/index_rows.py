@@ -24,6 +24,8 @@ __all__ = [
     "TOKEN_JOIN",
     "decode_result",
     "decoded_args_json",
+    "description_from_json",
+    "description_json",
     "encode_args",
     "event_row",
     "job_row",
@@ -114,11 +116,32 @@ def job_row(chain_id: int, s: JobState) -> tuple[Any, ...]:
     return (
         chain_id, s.contract, s.job_id, s.client, s.provider, s.evaluator, s.hook, s.token,
         str(s.budget), str(s.funded_amount), _sat(s.expired_at), _sat(s.submitted_at),
-        s.status.label, int(s.status), s.deliverable, s.reason, s.description, int(s.legacy),
+        s.status.label, int(s.status), s.deliverable, s.reason, description_json(s.description),
+        int(s.legacy),
         s.created_block, s.updated_block, s.verdict_event, str(s.refunded_amount),
         str(s.paid_amount), str(s.settled_amount), s.payout_receiver,
         None if s.pending_claim_amount is None else str(s.pending_claim_amount), s.dialect,
     )  # fmt: skip
+
+
+def description_json(description: str | None) -> str | None:
+    """A job's description as the column keeps it: the JSON string it is (migration 12).
+
+    Anyone may put U+0000 in a description and PostgreSQL's text refuses that character;
+    JSON escapes it (and every other control character), the same on both backends, and
+    the API serves the column as the JSON it already is.
+    """
+    return None if description is None else json.dumps(description, ensure_ascii=False)
+
+
+def description_from_json(text: str | None) -> str | None:
+    """The description a ``jobs.description`` column holds (``description_json``'s inverse)."""
+    if text is None:
+        return None
+    value = json.loads(text)
+    if not isinstance(value, str):
+        raise ValueError(f"jobs.description holds {type(value).__name__}, not a JSON string")
+    return value
 
 
 def task_row(chain_id: int, s: TaskState) -> tuple[Any, ...]:

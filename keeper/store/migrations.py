@@ -16,6 +16,7 @@ and an ``id INTEGER PRIMARY KEY`` (SQLite's rowid) is an identity column.
 A migration that only SQLite needs is a :class:`SqliteOnly`: its statements
 are given one by one (a trigger's body holds semicolons), and PostgreSQL
 records its version without running anything, so the numbers stay aligned.
+One whose SQL differs between the two is a :class:`ByDialect`, each run as written.
 
 Daemons starting together on one PostgreSQL database must not both apply a
 migration: each migration's transaction first takes a transaction-scoped
@@ -47,7 +48,16 @@ class SqliteOnly:
     statements: tuple[str, ...]
 
 
-Migration = str | SqliteOnly
+@dataclass(frozen=True)
+class ByDialect:
+    """A migration whose SQL differs between the backends (a rewrite of data through
+    functions only one of them has), given whole for each, each run as written."""
+
+    sqlite: str
+    postgresql: str
+
+
+Migration = str | SqliteOnly | ByDialect
 
 
 def version_triggers(table: str, subject: str, shown: tuple[str, ...] | None) -> SqliteOnly:
@@ -92,6 +102,8 @@ def statements(script: Migration, postgres: bool) -> list[str]:
     """What one migration runs on a backend, its column types mapped for PostgreSQL."""
     if isinstance(script, SqliteOnly):
         return [] if postgres else list(script.statements)
+    if isinstance(script, ByDialect):
+        return _split(script.postgresql if postgres else script.sqlite)
     return [postgres_ddl(s) if postgres else s for s in _split(script)]
 
 

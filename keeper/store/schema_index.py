@@ -14,7 +14,9 @@ per touched subject, so there is no more than that (migration 7 dropped the
 ``*_status`` ones those two made redundant).
 """
 
-MIGRATIONS: list[str] = [
+from keeper.store.migrations import ByDialect, Migration
+
+MIGRATIONS: list[Migration] = [
     """
     CREATE TABLE events (
         chain_id INTEGER NOT NULL,
@@ -270,4 +272,14 @@ MIGRATIONS: list[str] = [
         found_wrong INTEGER NOT NULL
     )
     """,
+    # 12: a job's description is kept as the JSON string it is (index_rows.description_json):
+    # anyone may put U+0000 in a description, PostgreSQL's text refuses that character, and
+    # a raw write of one failed its batch on every retry, stopping the index there. JSON
+    # escapes it, on both backends alike; the API serves the column as the JSON it holds.
+    ByDialect(
+        sqlite="UPDATE jobs SET description = json_quote(description) "
+        "WHERE description IS NOT NULL",
+        postgresql="UPDATE jobs SET description = to_json(description)::text "
+        "WHERE description IS NOT NULL",
+    ),
 ]

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus, VerdictType
 from keeper.store.db import Db, DbRow
+from keeper.store.index_rows import description_from_json
 
 LIVE_JOB_STATUSES: Final = ("open", "funded", "submitted")
 TERMINAL_TASK_STATUSES: Final = ("accepted", "expired", "cancelled")
@@ -48,6 +49,8 @@ def job_from_row(row: DbRow) -> JobState:
             values["legacy"] = bool(row["legacy"])
         elif f.name in _JOB_INTS:
             values[f.name] = int(row[f.name])
+        elif f.name == "description":
+            values["description"] = description_from_json(row["description"])
         elif f.name == "pending_claim_amount":
             raw = row[f.name]
             values[f.name] = None if raw is None else int(raw)

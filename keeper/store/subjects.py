@@ -122,7 +122,8 @@ SUBJECTS: Final[Mapping[Kind, Subjects]] = {
         statuses=tuple(s.label for s in JobStatus),
         fields=_JOB_FIELDS,
         booleans=("legacy",),
-        derived={"refundable_amount": _REFUNDABLE},
+        # kept as the JSON string it is (index_rows.description_json)
+        derived={"refundable_amount": _REFUNDABLE, "description": "json(description)"},
     ),
     "tasks": Subjects(
         kind="tasks",
@@ -184,7 +185,11 @@ def wire_object(
 
 
 # the derived fields whose PostgreSQL expression differs
-_PG_DERIVED: Final = {"refundable_amount": _PG_REFUNDABLE, "extra": "extra_json::json"}
+_PG_DERIVED: Final = {
+    "refundable_amount": _PG_REFUNDABLE,
+    "extra": "extra_json::json",
+    "description": "description::json",
+}
 
 
 def _where(

@@ -7,12 +7,13 @@ SQL for the verify component lives here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Final
+from typing import Any, Final
 
 from keeper.store.db import Db, dialect, write_transaction
+from keeper.store.index_rows import description_from_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +365,17 @@ def pending_verdicts(
     rows = conn.execute(
         _verdicts(conn) + where + _UNVERIFIED + _IN_CHAIN_ORDER, (chain_id, *params, limit)
     ).fetchall()
-    return [IndexedVerdict(*r) for r in rows]
+    return [_indexed_verdict(r) for r in rows]
+
+
+def _indexed_verdict(row: Sequence[Any]) -> IndexedVerdict:
+    """A row of ``_verdicts``, its job's description read back from the JSON it is kept as."""
+    (chain_id, contract, job_id, name, tx_hash, block_hash, number, log_index, reason,
+     deliverable, evaluator, description, timestamp) = row  # fmt: skip
+    return IndexedVerdict(
+        chain_id, contract, job_id, name, tx_hash, block_hash, number, log_index, reason,
+        deliverable, evaluator, description_from_json(description), timestamp,
+    )  # fmt: skip
 
 
 def indexed_verdict(conn: Db, chain_id: int, contract: str, job_id: str) -> IndexedVerdict | None:
@@ -374,7 +385,7 @@ def indexed_verdict(conn: Db, chain_id: int, contract: str, job_id: str) -> Inde
         "ORDER BY e.block_number DESC, e.log_index DESC LIMIT 1",
         (chain_id, contract, job_id),
     ).fetchone()
-    return IndexedVerdict(*row) if row is not None else None
+    return _indexed_verdict(row) if row is not None else None
 
 
 def verdicts_with_reason(conn: Db, chain_id: int, reason: str) -> list[IndexedVerdict]:
@@ -384,7 +395,7 @@ def verdicts_with_reason(conn: Db, chain_id: int, reason: str) -> list[IndexedVe
         "ORDER BY e.block_number, e.log_index",
         (chain_id, reason.lower()),
     ).fetchall()
-    return [IndexedVerdict(*r) for r in rows]
+    return [_indexed_verdict(r) for r in rows]
 
 
 def pending_task_verdicts(

@@ -130,7 +130,7 @@ def test_an_api_only_daemon_serves_pages_from_the_standby_with_its_lag(
         try:
             with psycopg.connect(primary) as conn:  # one transaction, as the index store's
                 conn.execute(
-                    "UPDATE jobs SET description = 'changed', status = 'expired', "
+                    "UPDATE jobs SET description = '\"changed\"', status = 'expired', "
                     "status_code = 5 WHERE job_id = '3'"
                 )
                 # the version the kept detail is checked against, replayed with the row
@@ -179,11 +179,11 @@ def test_a_page_reads_one_snapshot_of_the_standby(
         conn.execute("BEGIN")
         first = conn.execute(read).fetchone()[0]
         with psycopg.connect(primary, autocommit=True) as writer:
-            writer.execute("UPDATE jobs SET description = 'later' WHERE job_id = '4'")
+            writer.execute("UPDATE jobs SET description = '\"later\"' WHERE job_id = '4'")
         standby.wait_replayed()
-        assert conn.execute(read).fetchone()[0] == first != "later"
+        assert conn.execute(read).fetchone()[0] == first != '"later"'
         conn.execute("COMMIT")
-        assert conn.execute(read).fetchone()[0] == "later"
+        assert conn.execute(read).fetchone()[0] == '"later"'
     finally:
         conn.close()
 

@@ -20,6 +20,7 @@ from keeper.api.health import Check
 from keeper.api.submit import submission_handler
 from keeper.obs.logging import clear_secrets, register_rpc_url
 from keeper.store.db import connect
+from keeper.store.index_rows import description_json
 from keeper.store.verifications import get_document
 from keeper.verify.canonical import canonical_bytes
 
@@ -229,7 +230,8 @@ class TestJobs:
         shutil.copy(world.path, copy)
         conn = connect(copy)
         hostile = 'q"\\ \x00\x01\x1f \u2028 é 😀 </script> {"x":1}'
-        conn.execute("UPDATE jobs SET description = ?, legacy = 1 WHERE job_id = '3'", [hostile])
+        kept = description_json(hostile)  # as the index store writes it
+        conn.execute("UPDATE jobs SET description = ?, legacy = 1 WHERE job_id = '3'", [kept])
         conn.execute("UPDATE jobs SET deliverable = NULL WHERE job_id = '4'")
         conn.execute(
             "UPDATE tasks SET verdict_type = 2, score = 77 WHERE task_id = ?", [task_id(2)]

@@ -31,6 +31,7 @@ from bench.escrow_workload import (
 from keeper.devnet.anvil import AnvilProcess, rpc_call
 from keeper.devnet.contracts import load_abi
 from keeper.devnet.deploy import Deployment, deploy_all
+from keeper.store.index_rows import description_json
 
 COMPLETED = 3
 
@@ -107,13 +108,16 @@ def test_the_backfill_benchmark_fails_on_a_missing_description(tmp_path: Path) -
     db = tmp_path / "keeper.db"
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE jobs (job_id TEXT, description TEXT)")
-    conn.executemany("INSERT INTO jobs VALUES (?, ?)", [(str(j), description(j)) for j in (7, 8)])
+    kept = [(str(j), description_json(description(j))) for j in (7, 8)]  # as the store keeps it
+    conn.executemany("INSERT INTO jobs VALUES (?, ?)", kept)
     conn.execute("INSERT INTO jobs VALUES ('9', NULL)")
     conn.commit()
     wl = Workload("dense", 24, 3, 7, 1, 1, 1, 0, 0.0)
     with pytest.raises(RuntimeError, match="stored 2 of 3 job descriptions; job 9 has None"):
         check_descriptions(db, wl)
-    conn.execute("UPDATE jobs SET description = ? WHERE job_id = '9'", (description(9),))
+    conn.execute(
+        "UPDATE jobs SET description = ? WHERE job_id = '9'", (description_json(description(9)),)
+    )
     conn.commit()
     conn.close()
     assert check_descriptions(db, wl) == 3

@@ -22,7 +22,7 @@ from keeper.domain.model import BlockHeader
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
-from keeper.store.index_rows import decoded_args_json, row_writes
+from keeper.store.index_rows import decoded_args_json, description_from_json, row_writes
 from keeper.store.index_store import (
     Batch,
     IndexStore,
@@ -31,6 +31,7 @@ from keeper.store.index_store import (
     encode_args,
 )
 from keeper.store.migrations import migrate
+from keeper.store.subjects import detail
 
 CHAIN = 31337
 
@@ -68,7 +69,8 @@ class TestApply:
             want = reduce_job(contract, subject, events, reads)
             assert (row["status"], row["status_code"]) == (want.status.label, int(want.status))
             assert (row["budget"], row["token"]) == (str(want.budget), want.token)
-            assert (row["description"], row["legacy"]) == (want.description, int(want.legacy))
+            description = description_from_json(row["description"])
+            assert (description, row["legacy"]) == (want.description, int(want.legacy))
         for (contract, subject), row in tasks.items():
             task = reduce_task(contract, subject, events, reads)
             assert (row["status"], row["evaluation_deadline"]) == (
@@ -104,6 +106,28 @@ class TestApply:
             (created.contract, created.subject),
         ).fetchone()
         assert row[0] == 2**63 - 1
+
+    def test_a_description_holding_nul_is_stored_on_every_backend(
+        self, new_db: Callable[[], str]
+    ) -> None:
+        """Anyone may create a job whose description holds U+0000 (valid UTF-8, a valid
+        Solidity string); PostgreSQL's text refuses the character, so a raw write failed
+        the batch on every retry and stopped the index there."""
+        store = _store(new_db)
+        blocks = Synth(seed=5).blocks(1, 30)
+        batch = batch_of(blocks, finalized=20)
+        read = next(r for r in batch.reads if r.kind == "getJob")
+        hostile = replace(read, result={"description": 'brief\x00{"a":1}\x00'})
+        reads = [hostile if r is read else r for r in batch.reads]
+        store.apply_batch(replace(batch, reads=reads))
+        stored = "SELECT description FROM jobs WHERE contract = ? AND job_id = ?"
+        row = store.conn.execute(stored, (read.contract, read.subject)).fetchone()
+        assert description_from_json(row[0]) == 'brief\x00{"a":1}\x00'
+        served = detail(store.conn, "jobs", read.contract, read.subject)
+        assert served is not None and json.loads(served)["description"] == 'brief\x00{"a":1}\x00'
+        store.rebuild_all()  # the stored read decodes back to the same text
+        again = store.conn.execute(stored, (read.contract, read.subject)).fetchone()
+        assert description_from_json(again[0]) == description_from_json(row[0])
 
     def test_reapplying_a_batch_changes_nothing(self, new_db: Callable[[], str]) -> None:
         """The same batch twice gives the same tables and zero new events."""

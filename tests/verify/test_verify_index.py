@@ -15,6 +15,7 @@ from verify_helpers import COMPLETE, DESCRIPTION, EVALUATOR, body, insert_row, v
 
 from keeper.store import verifications as store
 from keeper.store.db import connect
+from keeper.store.index_rows import description_json
 from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
 from keeper.verify.command import main
@@ -71,7 +72,7 @@ def _index(conn: sqlite3.Connection, doc: dict[str, Any], content: bytes, block:
             "evaluator": EVALUATOR,
             "deliverable": keccak_hex(content),
             "reason": digest(doc),
-            "description": DESCRIPTION,
+            "description": description_json(DESCRIPTION),  # as the index store keeps it
             "verdict_event": name,
         },
     )
