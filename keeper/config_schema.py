@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from keeper import config_values as v
+from keeper.domain.digits import at_most
 from keeper.errors import ConfigError
 
 __all__ = ["ENV_PREFIX", "Problems", "Reader", "Rule", "overlay_env"]
@@ -325,9 +326,8 @@ def _overlay_entry(
     entries = raw.setdefault(section, [])
     if not isinstance(entries, list):
         return
-    # the length first: int() refuses more than 4,300 digits with a ValueError
-    index = int(parts[1]) if len(parts[1]) <= 9 else len(entries) + 1
-    if index > len(entries):
+    index = at_most(parts[1], len(entries))
+    if index is None:
         shown = parts[1] if len(parts[1]) <= 20 else parts[1][:20] + "..."
         problems.add(name, f"index {shown} skips entries: there are {len(entries)} {section}")
         return

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from keeper.domain.digits import at_most
 from keeper.store.subjects import MAX_LIMIT, SUBJECTS, Kind, PageKey
 
 __all__ = [
@@ -104,8 +105,7 @@ def parse_job_id(value: str, param: str = "jobId") -> str:
     """Job ids are canonical decimal strings, the form they are stored in."""
     if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
         raise BadParam(param, f"not a job id (a decimal integer): {value[:80]!r}")
-    # the length first: int() refuses more than 4,300 digits with a ValueError
-    if len(value) > len(str(_MAX_JOB_ID)) or int(value) > _MAX_JOB_ID:
+    if at_most(value, _MAX_JOB_ID) is None:
         raise BadParam(param, "out of the uint256 range")
     return value
 
@@ -166,11 +166,10 @@ def parse_list_query(
     if limit_text is not None:
         if not _INTEGER_RE.match(limit_text):
             raise BadParam("limit", f"not an integer: {limit_text[:80]!r}")
-        # int() of the significant digits alone: it refuses more than 4,300 with a ValueError
-        digits = limit_text.lstrip("-").lstrip("0") or "0"
-        limit = int(digits) if len(digits) <= len(str(MAX_LIMIT)) else MAX_LIMIT + 1
-        if limit_text.startswith("-") or not 1 <= limit <= MAX_LIMIT:
+        found = None if limit_text.startswith("-") else at_most(limit_text, MAX_LIMIT)
+        if found is None or found < 1:
             raise BadParam("limit", f"must be between 1 and {MAX_LIMIT}, got {limit_text[:80]}")
+        limit = found
 
     cursor_text = _single(query, "cursor")
     after = decode_cursor(kind, cursor_text) if cursor_text is not None else None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Final
 
+from keeper.domain.digits import at_most
 from keeper.verify.canonical import JsonValue
 
 # 2**53 - 1: the largest integer every JCS implementation (IEEE doubles) keeps exactly.
@@ -161,10 +162,9 @@ def extract_document(
 
 
 def _is_array_index(token: str, length: int) -> bool:
-    """An RFC 6901 array index (ASCII digits, no leading zero) below ``length``; its length
-    is compared first, as ``int()`` refuses more than 4,300 digits with a ValueError."""
+    """An RFC 6901 array index (ASCII digits, no leading zero) below ``length``."""
     canonical = token.isascii() and token.isdigit() and (token == "0" or token[0] != "0")
-    return canonical and len(token) <= len(str(length)) and int(token) < length
+    return canonical and at_most(token, length - 1) is not None
 
 
 def max_depth(text: str) -> int:
