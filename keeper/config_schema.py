@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from keeper import config_values as v
 from keeper.domain.digits import at_most
+from keeper.domain.text import clipped
 from keeper.errors import ConfigError
 
 __all__ = ["ENV_PREFIX", "Problems", "Reader", "Rule", "overlay_env"]
@@ -328,8 +329,9 @@ def _overlay_entry(
         return
     index = at_most(parts[1], len(entries))
     if index is None:
-        shown = parts[1] if len(parts[1]) <= 20 else parts[1][:20] + "..."
-        problems.add(name, f"index {shown} skips entries: there are {len(entries)} {section}")
+        problems.add(
+            name, f"index {clipped(parts[1], 23)} skips entries: there are {len(entries)} {section}"
+        )
         return
     keys = declared(item)
     if key not in keys:

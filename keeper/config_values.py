@@ -20,6 +20,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from keeper.domain.text import clipped
 from keeper.obs.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
@@ -37,8 +38,7 @@ class BadValue(Exception):
 
 
 def show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return clipped(repr(value), 80)
 
 
 def integer(value: object) -> int:

@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.helpers import ETAG_ANY
 
 from keeper.api.params import BadParam
+from keeper.domain.text import clipped
 from keeper.errors import DatabaseUnavailableError
 from keeper.obs.logging import get_logger
 
@@ -93,7 +94,7 @@ async def errors(
     except BadParam as exc:
         response = json_error(400, "bad_parameter", exc.message, exc.param)
     except web.HTTPNotFound:
-        response = json_error(404, "not_found", f"no route for {request.path}")
+        response = json_error(404, "not_found", f"no route for {clipped(request.path, 200)}")
     except web.HTTPMethodNotAllowed as exc:
         response = json_error(405, "method_not_allowed", f"{exc.method} is not allowed here")
     except web.HTTPRequestEntityTooLarge:

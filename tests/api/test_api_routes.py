@@ -468,6 +468,13 @@ class TestErrorsAndHeaders:
         """Any unknown path answers a JSON 404."""
         body = await get_json(client, "/v2/nothing", 404)
         validate("Error", body)
+        assert body["message"] == "no route for /v2/nothing"
+
+    async def test_a_long_unknown_path_is_not_echoed_whole(self, client: Client) -> None:
+        """The 404 names the path, clipped: 8 KB of path is not 8 KB of answer."""
+        path = "/v2/" + "x" * 7000
+        body = await get_json(client, path, 404)
+        assert body["message"] == f"no route for {path[:197]}..."
 
     async def test_wrong_method_is_json_405(self, client: Client) -> None:
         """The API is read-only: POST on a GET route is a JSON 405."""

@@ -1,0 +1,12 @@
+"""Outside text shown back in a message: bounded, so that a megabyte of input never
+becomes a megabyte of log line, error body or configuration problem."""
+
+from __future__ import annotations
+
+__all__ = ["clipped"]
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first ``limit - 3``
+    followed by ``...`` (``limit`` characters in all)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
