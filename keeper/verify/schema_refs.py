@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from keeper.domain.digits import at_most
 from keeper.verify.document import escape_token
 
 __all__ = ["ref_loop"]
@@ -158,8 +159,11 @@ _MISSING = object()
 def _child(node: Any, part: str) -> Any:
     if isinstance(node, dict):
         return node.get(part, _MISSING)
-    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-        return node[int(part)]
+    if isinstance(node, list) and part.isdecimal():
+        # the validator's resolver reads the index as int() does; past its 4,300 digits
+        # that raises, which the re-run reports: here it only names no item
+        index = at_most(part, len(node) - 1)
+        return _MISSING if index is None else node[index]
     return _MISSING
 
 

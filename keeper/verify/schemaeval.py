@@ -25,6 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema_specifications import REGISTRY as _META_SCHEMAS  # type: ignore[import-untyped]
 
+from keeper.domain.text import clipped
 from keeper.verify.canonical import JsonValue, keccak_hex
 from keeper.verify.document import DocumentLimits, InvalidDocument, escape_token, parse_json
 from keeper.verify.failures import Failure, FailureCode
@@ -101,7 +102,7 @@ def rerun(
         return Failure(
             FailureCode.NOT_REPRODUCIBLE,
             "/esito",
-            f"schema evaluation failed: {type(exc).__name__}",
+            clipped(f"schema evaluation failed: {type(exc).__name__}: {exc}", 300),
         )
     except BaseException as exc:
         # Recursing near the interpreter's limit can make the resolver's native

@@ -104,6 +104,28 @@ def test_a_loop_the_walk_does_not_follow_still_ends_in_a_coded_failure(
     assert out.detail.startswith("schema evaluation failed")
 
 
+@pytest.mark.parametrize("index", ["9" * 5000, "\u00b2", "\u0663"])
+def test_an_item_index_the_walk_cannot_read_as_an_int_names_no_item(index: str) -> None:
+    """A $ref item index past int()'s 4,300 digits, or a digit int() does not take (the
+    superscript two), names no item; an Arabic-Indic three is item 3, as int() reads it."""
+    items = [{"type": "string"}] * 3 + [{"$ref": "#/allOf/0"}]  # a loop through item 3
+    schema = {"prefixItems": items, "allOf": [{"$ref": f"#/prefixItems/{index}"}]}
+    expected = "/allOf/0" if index == "\u0663" else None
+    assert ref_loop(schema) == expected
+
+
+def test_a_schema_the_validator_cannot_evaluate_is_named_with_what_it_raised() -> None:
+    """The catch-all failure says which exception and what it said, clipped."""
+    huge = "#/prefixItems/" + "9" * 5000
+    schema = {"prefixItems": [{"type": "string"}], "allOf": [{"$ref": huge}]}
+    content = json.dumps(["a"]).encode()
+    out = rerun(schema, content, keccak_hex(content), DocumentLimits())
+    assert not isinstance(out, Rederived)
+    assert out.code is FailureCode.NOT_REPRODUCIBLE and out.pointer == "/esito"
+    assert out.detail.startswith("schema evaluation failed: ValueError: Exceeds the limit (4300")
+    assert len(out.detail) <= 300
+
+
 def test_a_deep_chain_of_refs_is_walked_without_recursion() -> None:
     """A hostile schema may chain thousands of $refs: the walk itself must not recurse."""
     n = 5000
