@@ -35,16 +35,17 @@ class Sizes:
     backend_events: int  # the same dense backfill into SQLite and PostgreSQL
     million_events: int  # the dense backfill on a node without history
     wide_sparse_events: int  # the sparse backfill over many blocks, on Hardhat Network
+    migration_jobs: int  # jobs rewritten by index migration 12, on each backend
 
 
 QUICK = Sizes(
     200_000, 20_000, 15_000, 10, 40, 12, 12, 1_000, 60_000, 10, 200_000, 50_000, 1_000_000,
-    wide_sparse_events=200_000,
+    wide_sparse_events=200_000, migration_jobs=200_000,
 )  # fmt: skip
 FULL = Sizes(
     400_000, 40_000, 30_000, 30, 100, 30, 30, 1_000, 300_000, 30, 1_000_000, 200_000, 1_000_000,
     # not 1,000,000: Hardhat Network holds about 1.1 GB a 50,000 sparse events (bench/README.md)
-    wide_sparse_events=200_000,
+    wide_sparse_events=200_000, migration_jobs=1_000_000,
 )  # fmt: skip
 
 
@@ -53,6 +54,7 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
     from bench.backends import bench_backends
     from bench.backfill import bench_backfill, bench_backfill_million, bench_backfill_sparse_wide
     from bench.keeper import bench_keeper
+    from bench.migration import bench_migration
     from bench.realtime import bench_realtime
     from bench.status_page import bench_status_page
 
@@ -72,6 +74,7 @@ def benches(s: Sizes, mode: str) -> dict[str, Callable[[], list[Result]]]:
         "api": lambda: [bench_api(s.api_events, s.api_seconds, mode)],
         "page": lambda: [bench_status_page(s.page_events, mode)],
         "backends": lambda: [bench_backends(s.backend_events, mode)],
+        "migration": lambda: [bench_migration(s.migration_jobs, mode)],
     }  # fmt: skip
 
 

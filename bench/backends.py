@@ -29,10 +29,10 @@ from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.store.index_rows import description_from_json
 
-__all__ = ["bench_backends"]
+__all__ = ["bench_backends", "postgres_server"]
 
 
-def _postgres_server() -> Any:
+def postgres_server() -> Any:
     """The tests' PostgreSQL helper (one way to start a server here), imported late: the
     benchmark runs from the repository root, where ``tests/support`` is importable."""
     import sys
@@ -62,7 +62,7 @@ def _check_postgres(url: str, wl: Workload) -> tuple[int, int]:
 
 def bench_backends(events: int, mode: str) -> Result:
     res = Result("backfill-backends", mode)
-    server = _postgres_server()
+    server = postgres_server()
     try:
         with AnvilProcess(extra_args=ARCHIVE_ANVIL + ANVIL_ARGS) as node, \
                 tempfile.TemporaryDirectory(prefix="bench-be-") as tmp:  # fmt: skip
