@@ -133,6 +133,11 @@ class TestTaskBoundaries:
         assert decision.action is kind
         assert decision.due_at == first_due
 
+    @pytest.mark.parametrize("status", [TaskStatus.OPEN, TaskStatus.CLAIMED])
+    def test_unknown_expiry_never_guesses(self, status: TaskStatus) -> None:
+        """A task whose expiryTime the projection does not know yet (0) is not refunded."""
+        assert plan_task(task(status, expiry_time=0), T0 + 10**6) is None
+
     def test_appealing_past_expiry_is_finalized_never_refunded(self) -> None:
         """An Appealing task past both its appeal deadline and expiry gets finalizeVerdict only."""
         state = task(TaskStatus.APPEALING, appeal_deadline=T0 - 100, expiry_time=T0 - 200)
@@ -212,9 +217,15 @@ class TestPlan:
         assert sorted(a.subject for a in late) == sorted([own, foreign])
 
     def test_config_rejects_impossible_shard(self) -> None:
-        """A shard index outside 0..shards-1 is a configuration error."""
+        """A shard index outside 0..shards-1, or a negative fallback, is a configuration
+        error; a fallback of 0 (take any shard's work at once) is not."""
         with pytest.raises(ValueError):
             PlannerConfig(shard=2, shards=2)
+        with pytest.raises(ValueError, match="shard_fallback_seconds"):
+            PlannerConfig(shard=0, shards=2, shard_fallback_seconds=-1)
+        assert (
+            PlannerConfig(shard=0, shards=2, shard_fallback_seconds=0).shard_fallback_seconds == 0
+        )
 
 
 class TestSharding:
