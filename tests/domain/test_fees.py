@@ -54,6 +54,11 @@ class TestSuggest:
         decision = suggest(h, FeePolicy(max_fee_cap=50 * GWEI))
         assert decision == CapHit(needed=61 * GWEI, cap=50 * GWEI)
 
+    def test_a_cap_exactly_at_base_fee_plus_tip_is_includable(self) -> None:
+        """needed == cap: the transaction can be included now, so it is sent at the cap."""
+        h = history([10 * GWEI, 49 * GWEI], [GWEI])
+        assert suggest(h, FeePolicy(max_fee_cap=50 * GWEI)) == FeeDecision(50 * GWEI, GWEI)
+
     def test_empty_rewards_fall_back_to_min_tip(self) -> None:
         """A quiet chain with no rewards still pays the policy's minimum tip."""
         h = {"baseFeePerGas": ["0x7", "0x8"], "reward": []}
@@ -115,7 +120,8 @@ def test_bump_property(max_fee: int, tip_frac: float, cap: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("gwei", "wei"), [(1, GWEI), ("0.5", GWEI // 2), (0.000000001, 1), ("250", 250 * GWEI)]
+    ("gwei", "wei"),
+    [(1, GWEI), ("0.5", GWEI // 2), (0.000000001, 1), ("250", 250 * GWEI), (0, 0)],
 )
 def test_gwei_conversion_is_exact(gwei: int | float | str, wei: int) -> None:
     """Config gwei values convert to exact wei, without float error."""
@@ -126,3 +132,26 @@ def test_gwei_conversion_rejects_fractional_wei() -> None:
     """A cap finer than one wei is a config mistake, not rounded silently."""
     with pytest.raises(ValueError):
         gwei_to_wei("0.0000000001")
+
+
+def test_gwei_conversion_rejects_a_negative_fee() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        gwei_to_wei("-1")
+
+
+@pytest.mark.parametrize(("max_fee", "tip"), [(10, -1), (10, 11)])
+def test_a_fee_decision_holds_0_le_tip_le_max_fee(max_fee: int, tip: int) -> None:
+    """Either half of the rule alone refuses: a negative tip, or a tip above the max fee."""
+    with pytest.raises(ValueError, match="tip"):
+        FeeDecision(max_fee, tip)
+    assert FeeDecision(10, 10).tip == 10 and FeeDecision(10, 0).tip == 0
+
+
+def test_a_fee_policy_takes_a_positive_cap_and_a_percentile_from_0_to_100() -> None:
+    with pytest.raises(ValueError, match="max_fee_cap"):
+        FeePolicy(max_fee_cap=0)
+    for percentile in (-0.5, 100.5):
+        with pytest.raises(ValueError, match="tip_percentile"):
+            FeePolicy(max_fee_cap=1, tip_percentile=percentile)
+    assert FeePolicy(max_fee_cap=1, tip_percentile=0).tip_percentile == 0
+    assert FeePolicy(max_fee_cap=1, tip_percentile=100).tip_percentile == 100
