@@ -36,10 +36,13 @@ class TestTimings:
     def test_defaults_are_chainlinks(self) -> None:
         assert (LeaseTimings().lease_seconds, LeaseTimings().renew_seconds) == (10.0, 1.0)
 
-    @pytest.mark.parametrize(("lease", "renew"), [(10, 6), (1, 1), (0, 0), (10, -1)])
+    @pytest.mark.parametrize(("lease", "renew"), [(10, 6), (1, 1), (0, 0), (10, -1), (10, 0)])
     def test_renewal_must_fit_twice_in_the_lease(self, lease: float, renew: float) -> None:
         with pytest.raises(ValueError):
             LeaseTimings(lease, renew)
+
+    def test_a_renewal_of_exactly_half_the_lease_is_taken(self) -> None:
+        assert LeaseTimings(10, 5).renew_seconds == 5
 
 
 class TestAfterAttempt:

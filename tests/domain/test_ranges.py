@@ -91,6 +91,47 @@ class TestRangePolicy:
         with pytest.raises(ValueError):
             RangePolicy(minimum=0)
 
+    @pytest.mark.parametrize(
+        "bad",
+        [{"grow_after": 0}, {"grow_factor": 1.0}, {"max_events": 0}, {"max_bytes": 0}],
+    )
+    def test_each_bad_growth_or_bound_alone_is_refused(self, bad: dict[str, float]) -> None:
+        """A size that could never grow, or an answer bound nothing fits under, each on
+        its own (the others valid)."""
+        with pytest.raises(ValueError):
+            RangePolicy(**bad)  # type: ignore[arg-type]
+
+    def test_the_smallest_valid_bounds_are_taken(self) -> None:
+        policy = RangePolicy(grow_after=1, grow_factor=1.01, max_events=1, max_bytes=1)
+        assert policy.bounded and policy.span >= 1
+
+    def test_next_range_at_the_target_is_that_one_block(self) -> None:
+        assert RangePolicy(size=10).next_range(100, 100) == (100, 100)
+
+    def test_a_cap_or_suggestion_of_one_block_is_taken(self) -> None:
+        """One block is a real answer from a provider (a dense chain's limit)."""
+        capped = RangePolicy(size=1000, grow_after=1)
+        assert capped.on_too_large(None, hard_cap=1) == 1
+        capped.on_success()
+        assert capped.size == 1  # remembered as the ceiling
+        assert RangePolicy(size=1000).on_too_large(1) == 1
+
+    def test_the_lowest_announced_cap_stays_the_ceiling(self) -> None:
+        """Two endpoints announcing different per-query caps: the smaller one holds."""
+        policy = RangePolicy(size=5000, grow_after=1)
+        policy.on_too_large(None, hard_cap=500)
+        policy.on_too_large(None, hard_cap=2000, tried=600)
+        for _ in range(30):
+            policy.on_success()
+        assert policy.size == 500
+
+    def test_a_query_of_exactly_the_size_counts_toward_growth(self) -> None:
+        """Bounded by density, a query as long as the provider size proves that size."""
+        policy = RangePolicy(size=4, grow_after=1, max_events=10_000)
+        assert policy.span == 4
+        policy.on_answer(4, 1, 100)
+        assert policy.size == 5
+
 
 class TestSpanHint:
     def test_width_of_suggested_range(self) -> None:
@@ -98,6 +139,7 @@ class TestSpanHint:
         assert span_hint((0, 0x1F3), None) == (500, None)
         assert span_hint(None, 10_000) == (None, 10_000)
         assert span_hint((10, 5), None) == (None, None)
+        assert span_hint((7, 7), None) == (1, None)  # one block suggested
 
 
 events = st.lists(
@@ -296,6 +338,29 @@ def test_split_by_block_keeps_blocks_whole_and_slices_bounded(
         if len({blk for blk, _ in piece}) > 1:
             assert max_items is None or len(piece) <= max_items
             assert max_bytes is None or sum(s for _, s in piece) <= max_bytes
+
+
+def test_split_by_block_fills_each_slice_up_to_the_bound() -> None:
+    """A slice of exactly the bound is within it; no slice for no items."""
+    one_each = [1, 2, 3, 4, 5]
+    assert split_by_block(one_each, lambda b: b, lambda _: 1, max_items=2, max_bytes=None) == [
+        (0, 2),
+        (2, 4),
+        (4, 5),
+    ]
+    assert split_by_block(one_each, lambda b: b, lambda _: 10, max_items=None, max_bytes=20) == [
+        (0, 2),
+        (2, 4),
+        (4, 5),
+    ]
+    assert split_by_block([], lambda b: b, lambda _: 1, max_items=2, max_bytes=None) == []
+
+
+def test_split_by_block_counts_the_bytes_of_the_block_that_starts_a_slice() -> None:
+    """After a cut, the new slice holds the bytes of its first block's items so far."""
+    items = [(1, 6), (2, 3), (2, 3), (3, 3)]  # (block, bytes)
+    cuts = split_by_block(items, lambda it: it[0], lambda it: it[1], max_items=None, max_bytes=8)
+    assert cuts == [(0, 1), (1, 3), (3, 4)]
 
 
 def test_split_by_block_isolates_an_oversized_block() -> None:
