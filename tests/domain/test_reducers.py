@@ -181,6 +181,35 @@ class TestJobs:
         assert (with_read.legacy, with_read.hook, with_read.provider) == (True, "", EVALUATOR)
         assert (with_read.token, with_read.budget) == (TOKEN, 500)
         assert reduce_job(JOBS, "3", evs, [elsewhere]).token == ""
+        # each read that is not this contract's paymentToken answer is no token, alone
+        for unusable in (
+            replace(token_read, contract=TASKS),  # another contract's
+            replace(token_read, kind="getJob"),  # another view's answer holding "token"
+            replace(token_read, subject="3"),  # kept under a subject
+            replace(token_read, result={"error": "reverted", "token": TOKEN}),  # a failed read
+        ):
+            assert reduce_job(JOBS, "3", evs, [unusable]).token == "", unusable
+
+    def test_created_job_takes_the_token_its_getjob_read_answers(self) -> None:
+        """Without a BudgetSet token, the getJob read at creation supplies paymentToken."""
+        c = Chain()
+        created = _job_created(c, 4)
+        read = c.read(JOBS, "4", "getJob", description="d", paymentToken=TOKEN)
+        state = reduce_job(JOBS, "4", [created], [read])
+        assert (state.token, state.description) == (TOKEN, "d")
+        assert reduce_job(JOBS, "4", [created], []).token == ""
+
+    def test_a_rejection_past_open_is_a_verdict_whoever_the_index_holds_as_evaluator(
+        self,
+    ) -> None:
+        """Past Open only the evaluator may reject, so it is a verdict even where the
+        projection's evaluator is not the rejector's address (an evaluator it never saw)."""
+        c = Chain()
+        evs = [_job_created(c, 2)]
+        c.next_block()
+        evs.append(c.ev(JOBS, "JobFunded", jobId=2, client=CLIENT, amount=1))
+        evs.append(c.ev(JOBS, "JobRejected", jobId=2, rejector=PROVIDER, reason=REASON))
+        assert reduce_job(JOBS, "2", evs, []).verdict_event == "JobRejected"
 
     def test_unknown_subject_gives_empty_open_state(self) -> None:
         """A subject without events reduces to the default state, not an error."""
@@ -493,7 +522,7 @@ class TestTasks:
             )
         st_ = reduce_task(TASKS, TASK, evs, reads)
         assert (st_.status, st_.paid_amount, st_.worker) == (TaskStatus.ACCEPTED, 900_000, PROVIDER)
-        assert st_.extra["platform_fee"] == "2000"
+        assert (st_.extra["platform_fee"], st_.extra["awards"]) == ("2000", "2")
 
     def test_appeal_and_dispute(self) -> None:
         """An appeal and the dispute event both put the task in disputed."""
