@@ -9,7 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keeper.domain.dialects import selector
-from keeper.domain.multicall import decode_aggregate3, encode_aggregate3
+from keeper.domain.multicall import (
+    _canonical_results,  # the hand-sliced reading of a canonical answer, checked taken
+    decode_aggregate3,
+    encode_aggregate3,
+)
 
 C = "0x" + "12" * 20
 
@@ -73,6 +77,9 @@ class TestAggregate3AgainstEthAbi:
     def test_results_decode_as_eth_abi_decodes(self, results: list[tuple[bool, bytes]]) -> None:
         data = encode(["(bool,bytes)[]"], [results])
         assert ours(data) == eth_abi_results(data) == results
+        # and a Solidity encoder's layout is read by the hand-sliced path, not eth_abi
+        fast = _canonical_results(data)
+        assert fast is not None and [(r.success, r.return_data) for r in fast] == results
 
     @settings(max_examples=200, deadline=None)
     @given(RESULTS, st.integers(min_value=0), st.integers(min_value=0, max_value=255))

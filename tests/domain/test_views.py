@@ -78,6 +78,26 @@ def test_unusual_but_valid_encodings_go_to_eth_abi() -> None:
         decode_view("getJob", bytes(raw))
 
 
+@pytest.mark.parametrize(("value", "fits"), [(2**48 - 1, True), (2**48, False)])
+def test_a_uint48_at_its_bound_is_sliced_or_refused_as_eth_abi_does(value: int, fits: bool) -> None:
+    """The largest uint48 is read by the slicer; one more is no uint48 (eth_abi refuses)."""
+    names = [n for n, _ in GET_JOB_ERC8183.outputs]
+    assert dict(GET_JOB_ERC8183.outputs)["expiredAt"] == "uint48"
+    values = {n: 0 if t != "address" and t != "string" else "" for n, t in GET_JOB_ERC8183.outputs}
+    values.update({n: "0x" + "11" * 20 for n, t in GET_JOB_ERC8183.outputs if t == "address"})
+    raw = bytearray(_encode(GET_JOB_ERC8183.outputs, values))
+    at = 32 + 32 * names.index("expiredAt")
+    raw[at : at + 32] = value.to_bytes(32, "big")
+    slicer = _SLICERS[GET_JOB_ERC8183.output_type]
+    if fits:
+        assert slicer(bytes(raw)) is not None
+        assert decode_view("getJob", bytes(raw))["expiredAt"] == value
+    else:
+        assert slicer(bytes(raw)) is None
+        with pytest.raises(Exception):  # noqa: B017 - eth_abi's own range error
+            _abi_decode_view(GET_JOB_ERC8183, bytes(raw))
+
+
 def _outcome(fn: Any, data: bytes) -> object:
     try:
         return fn(data)

@@ -12,6 +12,8 @@ from rpc_fixtures import EMITTER, TOPIC, LogChain
 
 from keeper.rpc.validate import (
     InvalidResponse,
+    _fast_log,  # the batch parser's fast path, checked taken
+    _Memo,
     block_timestamps,
     bloom_may_contain,
     data,
@@ -74,6 +76,17 @@ class TestParse:
         assert log.topics == ("0x" + "ab" * 32,)
         assert log.data == b"\x01\x02"
         assert (log.block_number, log.tx_index, log.log_index) == (16, 0, 1)
+
+    def test_four_topics_are_a_log_s_most_and_are_taken(self) -> None:
+        """An event with three indexed arguments (ERC-8183's JobCreated) has four topics:
+        the one-by-one parser, the batch parser and the receipt check all take them."""
+        four = [H1, H2, H3, H4]
+        assert len(parse_log(raw_log(topics=four)).topics) == 4
+        assert [len(lg.topics) for lg in validate_logs([raw_log(topics=four)])] == [4]
+        # on the batch parser's fast path, the backfill's: JobCreated is its commonest log
+        assert _fast_log(raw_log(topics=four), _Memo()) == parse_log(raw_log(topics=four))
+        receipt = {**RECEIPT, "logs": [{"address": ADDR, "topics": four, "data": "0x"}]}
+        assert parse_receipt(receipt) is receipt
 
     @pytest.mark.parametrize("over", MALFORMED)
     def test_malformed_log_is_refused(self, over: dict[str, Any]) -> None:
@@ -286,6 +299,11 @@ class TestLogTimestamps:
     ) -> None:
         """A zero (a gateway's default) or chain time going back discredits them all."""
         assert block_timestamps(stamps) == {}
+
+    def test_the_genesis_block_may_have_time_zero(self) -> None:
+        """Only block 0 may carry timestamp 0 (a dev chain's genesis): it is no gateway's
+        default there."""
+        assert block_timestamps({0: "0x0", 1: "0x5"}) == {0: 0, 1: 5}
 
     def test_equal_timestamps_of_successive_blocks_stand(self) -> None:
         """Rollups seal several blocks in one second: equal timestamps are not going back."""
