@@ -264,12 +264,46 @@ class TestHints:
         """A nonsensical suggestion (from > to) is not trusted."""
         assert parse_suggested_range("this block range should work: [0x10, 0x1]") is None
 
+    def test_a_suggested_range_of_one_block_is_taken(self) -> None:
+        """On a dense chain a provider may suggest a single block, in text or in data."""
+        assert parse_suggested_range("this block range should work: [0x10, 0x10]") == (16, 16)
+        assert parse_suggested_range("too many", {"from": "0x10", "to": "0x10"}) == (16, 16)
+
+    def test_a_data_range_needs_both_ends_as_text(self) -> None:
+        """``error.data`` with one end missing or not a string is no suggestion (and no
+        exception: the data is the provider's, anything may be there)."""
+        for data in ({"from": "0x10", "to": 32}, {"from": 16, "to": "0x20"}, {"from": "0x10"}):
+            assert parse_suggested_range("too many", data) is None
+
+    def test_a_cap_of_zero_blocks_is_no_cap(self) -> None:
+        assert parse_max_span("exceed maximum block range: 0") is None
+        assert parse_max_span("exceed maximum block range: 1") == 1
+
     def test_retry_after_header_and_message(self) -> None:
         """Retry-After seconds come from the header, else from the provider's text."""
         assert classify(429, None, retry_after_header="2").retry_after == 2.0
         assert classify(429, "rate limited, try again in 250ms").retry_after == 0.25
         assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") is None
         assert parse_retry_after("-1") is None
+        assert parse_retry_after("0") == 0.0  # "now" is an answer
+
+    def test_a_bare_http_5xx_is_transient_from_500_to_599(self) -> None:
+        """A gateway's 500 with no JSON-RPC body is trouble to retry, not a refusal."""
+        for status in (500, 502, 599):
+            assert classify(status, None).kind == "transient", status
+        assert classify(600, None).kind == "permanent"
+
+    def test_an_unrecognised_deliberate_error_is_permanent_even_without_a_status(self) -> None:
+        """The node answered with an error object: unknown text is no reason to retry;
+        only a transport failure's unknown text is."""
+        assert classify(None, err(-31999, "frobnication refused")).kind == "permanent"
+        assert classify(None, "connection frobnicated").kind == "transient"
+
+    def test_a_code_that_is_no_integer_is_no_code(self) -> None:
+        """A hostile node's ``code`` (a list, a bool, text) is ignored, never looked up."""
+        for code in ([3], True, "3", {"x": 1}):
+            failure = classify(200, {"code": code, "message": "frobnication refused"})
+            assert failure.kind == "permanent", code
 
     def test_status_429_wins_over_body_text(self) -> None:
         """A gateway 429 is a rate limit even if its body looks like a range refusal."""

@@ -27,6 +27,7 @@ class TestFormatUnits:
         assert format_units(1_234_567_000_000, 6) == "1,234,567"
         assert format_units(123_456, 0) == "123,456"
         assert format_units(-2_500_000, 6) == "-2.5"
+        assert format_units(0, 6) == "0"  # no "-0"
         assert format_units(1_999_999, 6, max_fraction=2) == "1.99"  # cut, never rounded up
 
     @given(UINT256, st.integers(min_value=0, max_value=MAX_DECIMALS))
@@ -61,6 +62,7 @@ class TestDecode:
         assert decode_decimals(b"") is None
         assert decode_decimals(b"\x06") is None  # short: not an ABI word
         assert decode_decimals(encode(["uint256"], [78])) is None  # no uint256 has 78 decimals
+        assert decode_decimals(encode(["uint256"], [77])) == 77  # 10**77 still fits
         assert decode_decimals(encode(["uint256"], [2**255])) is None
 
     def test_symbol_as_string_and_as_bytes32(self) -> None:
@@ -68,8 +70,11 @@ class TestDecode:
         assert decode_symbol(b"MKR".ljust(32, b"\0")) == "MKR"
 
     def test_hostile_symbols_are_refused(self) -> None:
-        for bad in ("", "<b>x</b>", "a b", "1000", "x" * 17, "USD\u200bC", 'a"b'):
+        for bad in ("", "<b>x</b>", "a b", "1000", "x" * 17, "USD\u200bC", 'a"b', "A\x7f"):
             assert decode_symbol(encode(["string"], [bad])) is None, bad
+        # the edges of what is kept: 16 characters, '!' (33) and '~' (126)
+        for good in ("x" * 16, "!A", "A~"):
+            assert decode_symbol(encode(["string"], [good])) == good
         assert decode_symbol(b"") is None
         assert decode_symbol(b"\xff" * 32) is None
         # an offset pointing past the data
