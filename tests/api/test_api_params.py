@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from hypothesis import given
@@ -51,6 +52,25 @@ class TestCursor:
         token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         with pytest.raises(BadParam, match="cursor: not a cursor returned by this API"):
             decode_cursor("jobs", token)
+
+    @pytest.mark.parametrize(
+        "key",
+        [
+            [True, ACP, "1"],  # a bool is no block
+            ["1", ACP, "1"],
+            [-1, ACP, "1"],
+            [2**63, ACP, "1"],  # past what the store's integers hold
+            [1, 7, "1"],
+            [1, ACP, 1],
+        ],
+    )
+    def test_each_field_of_a_forged_cursor_is_checked(self, key: list[object]) -> None:
+        """A well-formed token whose key has one field of the wrong type or range, alone."""
+        raw = json.dumps(["j", *key]).encode()
+        token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        with pytest.raises(BadParam, match="not a cursor for /v1/jobs"):
+            decode_cursor("jobs", token)
+        assert decode_cursor("jobs", encode_cursor("jobs", (2**63 - 1, ACP, "1")))[0] == 2**63 - 1
 
     @given(st.text(max_size=60))
     def test_garbage_is_bad_param_never_crash(self, token: str) -> None:

@@ -22,6 +22,8 @@ class TestLearning:
         pace = paced(12.0, MIN_SAMPLES)  # MIN_SAMPLES heads = MIN_SAMPLES - 1 intervals
         assert pace.interval() is None
         assert pace.delay(2.0, now=100.0 + 12.0 * (MIN_SAMPLES - 1)) == 2.0
+        pace.observe(MIN_SAMPLES, 100.0 + 12.0 * MIN_SAMPLES)  # the MIN_SAMPLES-th interval
+        assert pace.interval() == 12.0
 
     def test_median_per_block(self) -> None:
         """A poll that finds two blocks counts two intervals of half the gap each."""

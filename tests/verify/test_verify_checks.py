@@ -16,7 +16,14 @@ from verify_helpers import (
     verdict,
 )
 
-from keeper.verify.checks import CheckConfig, VerdictFacts, check_document, run_checks
+from keeper.verify.checks import (
+    CheckConfig,
+    VerdictFacts,
+    check_document,
+    github_target,
+    needs_content,
+    run_checks,
+)
 from keeper.verify.failures import Failure, FailureCode, Status, derive_status, exit_code
 
 CONFIG = CheckConfig()
@@ -88,6 +95,11 @@ class TestFieldChecks:
     def test_wrong_job_id(self) -> None:
         """A genuine document about job 8 does not verify job 7, even with a matching hash."""
         doc = verdict(8, COMPLETE, "complete")
+        assert self._run(doc, facts(doc, COMPLETE, job_id=7)) == [("field_mismatch", "/jobId")]
+
+    def test_another_integer_job_id_is_a_mismatch(self) -> None:
+        """The number form is accepted only when it is this job's number."""
+        doc = verdict(7, COMPLETE, "complete", jobId=8)
         assert self._run(doc, facts(doc, COMPLETE, job_id=7)) == [("field_mismatch", "/jobId")]
 
     def test_integer_job_id_is_accepted(self) -> None:
@@ -187,6 +199,19 @@ class TestReexecution:
         _, failures = run_checks(body(doc), chain, CONFIG, COMPLETE)
         assert _codes(failures) == [("not_reproducible", "/esito")]
         assert exit_code(derive_status(failures)) == 3
+
+    def test_a_json_description_of_no_known_evaluator_is_not_reproducible(self) -> None:
+        """A JSON object that is neither SchemaEval's nor GitHubEval's: nothing to re-run,
+        its content not even wanted, and no pull request to read."""
+        doc = verdict(7, COMPLETE, "complete")
+        chain = facts(doc, COMPLETE, description='{"brief": "write me a poem"}')
+        _, failures = run_checks(body(doc), chain, CONFIG, COMPLETE)
+        assert _codes(failures) == [("not_reproducible", "/esito")]
+        assert not needs_content(chain, CONFIG)
+        assert github_target(doc, chain, CONFIG, COMPLETE) is None
+        schema_job = facts(doc, COMPLETE)  # SchemaEval's: content wanted, no pull request
+        assert needs_content(schema_job, CONFIG)
+        assert github_target(doc, schema_job, CONFIG, COMPLETE) is None
 
     def test_unsubmitted_job(self) -> None:
         """A rejection before any submission names no deliverable and cannot be re-run."""

@@ -87,6 +87,16 @@ class TestHostileDocuments:
         err = _invalid(b'{"n":' + b"9" * 1_000_000 + b"}")
         assert err.pointer == "/n" and "longer than" in err.detail
 
+    def test_limits_are_inclusive(self) -> None:
+        """A body of exactly ``max_bytes`` and a number of exactly ``max_number_chars`` are
+        taken; one more of either is not, and a root problem says so."""
+        exact = b'{"a":"' + b"x" * 8 + b'"}'  # 16 bytes
+        assert parse_object(exact, DocumentLimits(max_bytes=16)) == {"a": "x" * 8}
+        err = _invalid(exact, DocumentLimits(max_bytes=15))
+        assert str(err) == "(root): document is larger than 15 bytes"
+        assert parse_object(b'{"n":1.25}', DocumentLimits(max_number_chars=4)) == {"n": 1.25}
+        assert _invalid(b'{"n":1.255}', DocumentLimits(max_number_chars=4)).pointer == "/n"
+
     def test_integer_beyond_2_53_has_no_canonical_form(self) -> None:
         """2**53 + 1 would round in any JCS implementation, so it is refused at its pointer."""
         assert parse_object(b'{"n":9007199254740991}') == {"n": 9007199254740991}

@@ -174,3 +174,53 @@ def test_parsing_github_answers() -> None:
     )
     assert pull.merged and pull.merged_at == 1767225600 and pull.text == "t\n"
     assert gh.parse_issue({"state": "open", "pull_request": {}}).is_pull
+
+
+def test_a_pull_is_merged_by_either_field() -> None:
+    """GitHub's list answers carry ``merged_at`` without ``merged``; a detail answer may
+    say ``merged`` before its ``merged_at`` is filled."""
+    by_time = gh.parse_pull({"state": "closed", "merged_at": "2026-01-01T00:00:00Z"})
+    by_flag = gh.parse_pull({"state": "closed", "merged": True, "merged_at": None})
+    neither = gh.parse_pull({"state": "closed", "merged": False, "merged_at": None})
+    assert (by_time.merged, by_flag.merged, neither.merged) == (True, True, False)
+
+
+def test_a_check_run_counts_when_completed_with_a_conclusion_at_its_latest_time() -> None:
+    """Completed without a conclusion, or a conclusion on a run still in progress, is
+    pending; a run's time is its completion, else its start; among runs of one name with
+    no start time the last listed wins."""
+    runs = [
+        {"name": "a", "status": "completed", "conclusion": None,
+         "started_at": "2026-01-01T00:00:00Z", "completed_at": "2026-01-01T00:02:00Z"},
+        {"name": "b", "status": "in_progress", "conclusion": "success",
+         "started_at": "2026-01-01T00:00:00Z", "completed_at": None},
+        {"name": "c", "status": "completed", "conclusion": "failure",
+         "started_at": None, "completed_at": None},
+        {"name": "c", "status": "completed", "conclusion": "success",
+         "started_at": None, "completed_at": None},
+    ]  # fmt: skip
+    checks = {c.name: c for c in gh.parse_checks(runs, [])}
+    assert (checks["a"].state, checks["a"].at) == ("pending", 1767225720)
+    assert (checks["b"].state, checks["b"].at) == ("pending", 1767225600)
+    assert checks["c"].state == "complete"
+
+
+def test_a_closed_pull_s_base_is_dated_by_its_close() -> None:
+    """Closed unmerged after the verdict: a base that differs now may have been changed
+    after the verdict (a closed pull's base is final only from its close)."""
+    closed_later = replace(PULL, merged=False, merged_at=None, closed_at=AFTER, base="dev")
+    assert ("changed_since_verdict", "base") in run(
+        BLOCK, replace(FACTS, pull=closed_later), "complete"
+    )
+
+
+def test_an_issue_that_is_no_integer_asks_for_no_issue_check() -> None:
+    for issue in (True, "42", None):
+        findings = gh.evaluate({**BLOCK, "issue": issue}, FACTS)
+        assert not [f for f in findings if f.check == "issue"], issue
+
+
+def test_a_change_at_the_verdict_s_own_second_held_at_the_verdict() -> None:
+    """Only a change strictly after the verdict's block time excuses the evaluator."""
+    red_then = replace(FACTS, checks=(gh.Check("test", "reject", T), GREEN[0]))
+    assert run(BLOCK, red_then, "complete") == [("evaluator_disagrees", "ci:test")]
