@@ -20,12 +20,13 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from keeper.domain.digits import at_most
 from keeper.domain.text import clipped
 from keeper.obs.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
-UINT256_DIGITS = len(str(2**256 - 1))
+UINT256_MAX = 2**256 - 1
 RPC_SCHEMES = ("http", "https", "ws", "wss")
 HTTP_SCHEMES = ("http", "https")
 
@@ -65,11 +66,13 @@ def pos_int(value: object) -> int:
 
 
 def big_int(value: object) -> int:
-    """A non-negative integer that may exceed TOML's 64-bit range, so a digit string is allowed."""
+    """A non-negative integer that may exceed TOML's 64-bit range, so a digit string is
+    allowed: at most a uint256's largest (an amount of wei a chain can hold)."""
     if isinstance(value, str) and value.isascii() and value.isdigit():
-        if len(value.lstrip("0")) > UINT256_DIGITS:  # int() itself refuses 4,300 digits
-            raise BadValue(f"more than {UINT256_DIGITS} digits: past any uint256")
-        return int(value)
+        number = at_most(value, UINT256_MAX)  # never int() past its 4,300 digits
+        if number is None:
+            raise BadValue(f"past any uint256 (2**256 - 1), got {show(value)}")
+        return number
     return nonneg_int(value)
 
 

@@ -166,8 +166,14 @@ class TestErrors:
             ("api", "listen", "localhost:99999", "expected host:port, got 'localhost:99999'"),
             ("api", "listen", "h:" + "9" * 5000, "expected host:port, got 'h:999"),
             ("api", "listen", "h:\u0668\u0660", "expected host:port, got 'h:"),  # Arabic-Indic
-            ("keeper", "min_balance_wei", "9" * 79, "more than 78 digits: past any uint256"),
-            ("keeper", "min_balance_wei", "9" * 5000, "more than 78 digits: past any uint256"),
+            ("keeper", "min_balance_wei", "9" * 79, "past any uint256 (2**256 - 1), got '999"),
+            ("keeper", "min_balance_wei", "9" * 5000, "past any uint256 (2**256 - 1), got '999"),
+            ("keeper", "min_balance_wei", str(2**256), "past any uint256 (2**256 - 1)"),
+            ("chain", "window", 2**63, "past TOML's 64-bit integers"),
+            ("keeper", "max_fee_gwei", 0, "must be a positive number of gwei, got 0"),
+            ("api", "listen", ":9464", "expected host:port, got ':9464'"),
+            ("api", "listen", "localhost:0", "expected host:port, got 'localhost:0'"),
+            ("api", "listen", "localhost:065535", "expected host:port"),  # six digits
             ("log", "level", "verbose", "must be one of 'debug', 'info', 'warning', 'error'"),
             ("database", "path", "", "must not be empty"),
         ],
@@ -180,6 +186,32 @@ class TestErrors:
         raw.setdefault(section, {})[key] = value
         (line,) = problems(raw)
         assert line.startswith(f"{section}.{key}: {message}")
+
+    @pytest.mark.parametrize(
+        ("section", "key", "value"),
+        [
+            ("keeper", "min_balance_wei", str(2**256 - 1)),  # 78 digits, the largest uint256
+            ("keeper", "min_balance_wei", "0" * 100 + "5"),  # leading zeros are no magnitude
+            ("chain", "chain_id", 2**63 - 1),
+            ("chain", "fetch_process_busy", 0.0),
+            ("chain", "fetch_process_busy", 1),
+            ("keeper", "gas_margin", 1.0),
+            ("keeper", "gas_margin", 100),
+            ("api", "listen", "localhost:65535"),
+            ("api", "listen", "localhost:1"),
+        ],
+    )
+    def test_a_value_at_its_bound_is_taken(self, section: str, key: str, value: object) -> None:
+        """Each range is inclusive where its message says so."""
+        raw = minimal()
+        raw.setdefault(section, {})[key] = value
+        config = parse_config(raw, {})
+        if key == "listen":
+            assert str(config.api.port) == str(value).rpartition(":")[2]
+        else:
+            assert getattr(getattr(config, section), key) == (
+                int(value) if isinstance(value, str) else value
+            )
 
     def test_bad_rpc_url_is_reported_without_its_secret_parts(self) -> None:
         """A malformed RPC URL is named by index but its credentials never reach the message."""
