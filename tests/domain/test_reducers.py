@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.abi_events import encode_event
@@ -159,13 +160,15 @@ class TestJobs:
         st_ = reduce_job(JOBS, "2", evs, [])
         assert (st_.status, st_.reason, st_.verdict_event) == (JobStatus.REJECTED, REASON, None)
 
-    def test_evaluator_rejecting_funded_job_is_a_verdict(self) -> None:
-        """The evaluator's rejection of a Funded job is a verdict to verify."""
+    @pytest.mark.parametrize("rejector", [EVALUATOR, PROVIDER])
+    def test_a_rejection_of_a_funded_job_is_a_verdict(self, rejector: str) -> None:
+        """Past Open only the evaluator may reject, so the rejection is a verdict to verify,
+        even where the projection's evaluator is not the rejector's address."""
         c = Chain()
         evs = [_job_created(c, 2)]
         c.next_block()
         evs.append(c.ev(JOBS, "JobFunded", jobId=2, client=CLIENT, amount=1))
-        evs.append(c.ev(JOBS, "JobRejected", jobId=2, rejector=EVALUATOR, reason=REASON))
+        evs.append(c.ev(JOBS, "JobRejected", jobId=2, rejector=rejector, reason=REASON))
         assert reduce_job(JOBS, "2", evs, []).verdict_event == "JobRejected"
 
     def test_legacy_job_takes_token_from_read_at_budget_block(self) -> None:
@@ -198,18 +201,6 @@ class TestJobs:
         state = reduce_job(JOBS, "4", [created], [read])
         assert (state.token, state.description) == (TOKEN, "d")
         assert reduce_job(JOBS, "4", [created], []).token == ""
-
-    def test_a_rejection_past_open_is_a_verdict_whoever_the_index_holds_as_evaluator(
-        self,
-    ) -> None:
-        """Past Open only the evaluator may reject, so it is a verdict even where the
-        projection's evaluator is not the rejector's address (an evaluator it never saw)."""
-        c = Chain()
-        evs = [_job_created(c, 2)]
-        c.next_block()
-        evs.append(c.ev(JOBS, "JobFunded", jobId=2, client=CLIENT, amount=1))
-        evs.append(c.ev(JOBS, "JobRejected", jobId=2, rejector=PROVIDER, reason=REASON))
-        assert reduce_job(JOBS, "2", evs, []).verdict_event == "JobRejected"
 
     def test_unknown_subject_gives_empty_open_state(self) -> None:
         """A subject without events reduces to the default state, not an error."""
