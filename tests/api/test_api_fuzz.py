@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from api_support import build_app
 from api_world import ACP, World, task_id
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -123,7 +123,11 @@ class TestFuzz:
         pairs: list[tuple[str, Any]],
     ) -> None:
         """Any query string on a list route gives a documented status and a valid body."""
-        status, ctype, body = fetch(server, f"/v1/{kind}?{draw_query(pairs)}")
+        path = f"/v1/{kind}?{draw_query(pairs)}"
+        # two 4,300-digit numbers pass aiohttp's 8,190-byte request line, which its parser
+        # refuses (text/plain) before any handler sees the request
+        assume(len(path) < 8_000)
+        status, ctype, body = fetch(server, path)
         assert status in (200, 400)
         check_documented(openapi, f"/v1/{kind}", status, ctype, body)
 
