@@ -20,13 +20,12 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from keeper.domain.digits import at_most
+from keeper.domain.digits import UINT256_MAX, at_most
 from keeper.domain.text import clipped
 from keeper.obs.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
-UINT256_MAX = 2**256 - 1
 RPC_SCHEMES = ("http", "https", "ws", "wss")
 HTTP_SCHEMES = ("http", "https")
 

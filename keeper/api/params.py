@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from keeper.domain.digits import at_most
+from keeper.domain.digits import UINT256_MAX, at_most
 from keeper.store.subjects import MAX_LIMIT, SUBJECTS, Kind, PageKey
 
 __all__ = [
@@ -33,8 +33,6 @@ __all__ = [
 ]
 
 DEFAULT_LIMIT = 50
-# uint256 as a decimal string is at most 78 digits
-_MAX_JOB_ID = 2**256 - 1
 # a cursor's block is a created_block: the store's integers end here (a crafted cursor
 # past it failed the query with a 500)
 _MAX_BLOCK = 2**63 - 1
@@ -105,7 +103,7 @@ def parse_job_id(value: str, param: str = "jobId") -> str:
     """Job ids are canonical decimal strings, the form they are stored in."""
     if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
         raise BadParam(param, f"not a job id (a decimal integer): {value[:80]!r}")
-    if at_most(value, _MAX_JOB_ID) is None:
+    if at_most(value, UINT256_MAX) is None:
         raise BadParam(param, "out of the uint256 range")
     return value
 

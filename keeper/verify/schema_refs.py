@@ -161,7 +161,9 @@ def _child(node: Any, part: str) -> Any:
         return node.get(part, _MISSING)
     if isinstance(node, list) and part.isdecimal():
         # the validator's resolver reads the index as int() does; past its 4,300 digits
-        # that raises, which the re-run reports: here it only names no item
+        # that raises, which the re-run reports: here it only names no item (as does an
+        # index led by another script's zeros, at_most's safe side: a loop through it is
+        # left to the re-run's recursion backstop)
         index = at_most(part, len(node) - 1)
         return _MISSING if index is None else node[index]
     return _MISSING
