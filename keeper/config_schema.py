@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from keeper import config_values as v
 from keeper.domain.digits import at_most
-from keeper.domain.text import clipped
+from keeper.domain.text import clipped, shown
 from keeper.errors import ConfigError
 
 __all__ = ["ENV_PREFIX", "Problems", "Reader", "Rule", "overlay_env"]
@@ -170,7 +170,7 @@ class Reader:
     ) -> Any:
         """One table; the dataclass when every key checked out, else ``_BAD``."""
         if not isinstance(raw, dict):
-            self.problems.add(path, f"expected a table, got {v.show(raw)}")
+            self.problems.add(path, f"expected a table, got {shown(raw)}")
             return _BAD
         fields = declared(cls)
         for key in raw:
@@ -230,8 +230,8 @@ class Reader:
 
     def _expected(self, shape: v.Shape | None, raw: object, path: str) -> Any:
         expected = shape.expected if shape else "a list"
-        shown = f"a {v.type_name(raw)}" if shape is None or shape.type_only else v.show(raw)
-        self.problems.add(path, f"expected {expected}, got {shown}")
+        given = f"a {v.type_name(raw)}" if shape is None or shape.type_only else shown(raw)
+        self.problems.add(path, f"expected {expected}, got {given}")
         return _BAD
 
     def _list(self, item: Any, shape: v.Shape | None, raw: object, path: str) -> Any:
@@ -271,7 +271,7 @@ class Reader:
         cls = kinds.get(kind) if isinstance(kind, str) else None  # a list is not hashable
         if cls is None:
             options = " or ".join(repr(k) for k in kinds)
-            self.problems.add(f"{path}.kind", f"must be {options}, got {v.show(kind)}")
+            self.problems.add(f"{path}.kind", f"must be {options}, got {shown(kind)}")
             return _BAD
         return self.table(cls, raw, path)
 

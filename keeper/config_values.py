@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from keeper.domain.digits import UINT256_MAX, at_most
-from keeper.domain.text import clipped
+from keeper.domain.text import shown
 from keeper.obs.redact import redact_url
 
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
@@ -37,16 +37,12 @@ class BadValue(Exception):
     """One problem with one value; the caller prefixes the key path."""
 
 
-def show(value: object) -> str:
-    return clipped(repr(value), 80)
-
-
 def integer(value: object) -> int:
     """TOML's integers are 64-bit, as the store's are; Python's reader takes any size."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadValue(f"expected an integer, got {show(value)}")
+        raise BadValue(f"expected an integer, got {shown(value)}")
     if not -(2**63) <= value < 2**63:
-        raise BadValue(f"past TOML's 64-bit integers, got {show(value)}")
+        raise BadValue(f"past TOML's 64-bit integers, got {shown(value)}")
     return value
 
 
@@ -70,63 +66,63 @@ def big_int(value: object) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit():
         number = at_most(value, UINT256_MAX)  # never int() past its 4,300 digits
         if number is None:
-            raise BadValue(f"past any uint256 (2**256 - 1), got {show(value)}")
+            raise BadValue(f"past any uint256 (2**256 - 1), got {shown(value)}")
         return number
     return nonneg_int(value)
 
 
 def pos_float(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadValue(f"expected a number, got {show(value)}")
+        raise BadValue(f"expected a number, got {shown(value)}")
     number = float(value)
     if not math.isfinite(number) or number <= 0:
-        raise BadValue(f"must be a positive number, got {show(value)}")
+        raise BadValue(f"must be a positive number, got {shown(value)}")
     return number
 
 
 def share(value: object) -> float:
     """A fraction from 0 to 1, both included."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadValue(f"expected a number from 0 to 1, got {show(value)}")
+        raise BadValue(f"expected a number from 0 to 1, got {shown(value)}")
     number = float(value)
     if not 0.0 <= number <= 1.0:  # NaN fails both
-        raise BadValue(f"must be from 0 to 1, got {show(value)}")
+        raise BadValue(f"must be from 0 to 1, got {shown(value)}")
     return number
 
 
 def gas_margin(value: object) -> float:
     number = pos_float(value)
     if number < 1.0:
-        raise BadValue(f"must be >= 1.0 (a margin below the estimate fails), got {show(value)}")
+        raise BadValue(f"must be >= 1.0 (a margin below the estimate fails), got {shown(value)}")
     if number > 100.0:
-        raise BadValue(f"must be <= 100 (a larger one is a typo, not a margin), got {show(value)}")
+        raise BadValue(f"must be <= 100 (a larger one is a typo, not a margin), got {shown(value)}")
     return number
 
 
 def gwei(value: object) -> Decimal:
     """Fees below 1 gwei are common on L2s, so decimals are allowed, but never below 1 wei."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise BadValue(f"expected a number of gwei, got {show(value)}")
+        raise BadValue(f"expected a number of gwei, got {shown(value)}")
     try:
         amount = Decimal(str(value))
     except InvalidOperation:
-        raise BadValue(f"expected a number of gwei, got {show(value)}") from None
+        raise BadValue(f"expected a number of gwei, got {shown(value)}") from None
     if not amount.is_finite() or amount <= 0:
-        raise BadValue(f"must be a positive number of gwei, got {show(value)}")
+        raise BadValue(f"must be a positive number of gwei, got {shown(value)}")
     if amount * 10**9 != int(amount * 10**9):
-        raise BadValue(f"must be a whole number of wei, got {show(value)} gwei")
+        raise BadValue(f"must be a whole number of wei, got {shown(value)} gwei")
     return amount
 
 
 def boolean(value: object) -> bool:
     if not isinstance(value, bool):
-        raise BadValue(f"expected true or false, got {show(value)}")
+        raise BadValue(f"expected true or false, got {shown(value)}")
     return value
 
 
 def string(value: object) -> str:
     if not isinstance(value, str):
-        raise BadValue(f"expected a string, got {show(value)}")
+        raise BadValue(f"expected a string, got {shown(value)}")
     return value
 
 
@@ -141,14 +137,14 @@ def name(value: object) -> str:
     text = string(value)
     if not NAME_RE.match(text):
         allowed = "letters, digits, '_', '.', '-'; 1-64 chars"
-        raise BadValue(f"not a valid name ({allowed}): {show(text)}")
+        raise BadValue(f"not a valid name ({allowed}): {shown(text)}")
     return text
 
 
 def address(value: object) -> str:
     text = string(value)
     if not ADDRESS_RE.match(text):
-        raise BadValue(f"not an address: {show(text)}")
+        raise BadValue(f"not an address: {shown(text)}")
     return text.lower()
 
 
@@ -162,7 +158,7 @@ def choice(*choices: str) -> Callable[[object], str]:
         text = string(value)
         if text not in choices:
             options = ", ".join(repr(c) for c in choices)
-            raise BadValue(f"must be one of {options}, got {show(text)}")
+            raise BadValue(f"must be one of {options}, got {shown(text)}")
         return text
 
     return check
@@ -174,14 +170,14 @@ def url(schemes: tuple[str, ...], *, secret: bool) -> Callable[[object], str]:
             # a secret URL may sit inside whatever was given instead: name the type only
             raise BadValue(f"expected a string, got a {type_name(value)}")
         text = string(value)
-        shown = redact_url(text, marks=True) if secret else text
+        printable = redact_url(text, marks=True) if secret else text
         try:
             parts = urlsplit(text)
             parts.port  # noqa: B018 -- raises ValueError on a bad port
         except ValueError:
-            raise BadValue(f"not a valid URL: {show(shown)}") from None
+            raise BadValue(f"not a valid URL: {shown(printable)}") from None
         if parts.scheme not in schemes or not parts.hostname:
-            raise BadValue(f"not a valid {'/'.join(schemes)} URL: {show(shown)}")
+            raise BadValue(f"not a valid {'/'.join(schemes)} URL: {shown(printable)}")
         return text
 
     return check
@@ -207,14 +203,14 @@ def listen(value: object) -> str:
     host, sep, port = text.rpartition(":")
     port_ok = port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536
     if not sep or not host or not port_ok:
-        raise BadValue(f"expected host:port, got {show(text)}")
+        raise BadValue(f"expected host:port, got {shown(text)}")
     return text
 
 
 def pointer(value: object) -> str:
     text = string(value)
     if text and not text.startswith("/"):
-        raise BadValue(f"a JSON pointer is empty or starts with '/', got {show(text)}")
+        raise BadValue(f"a JSON pointer is empty or starts with '/', got {shown(text)}")
     return text
 
 
@@ -296,7 +292,7 @@ def env_evaluators(text: str) -> object:
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, address = part.partition("=")
         if not sep:
-            raise BadValue(f"expected name=address pairs, got {show(part)}")
+            raise BadValue(f"expected name=address pairs, got {shown(part)}")
         out[name.strip()] = address.strip()
     return out
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from keeper.domain.digits import UINT256_MAX, at_most
+from keeper.domain.text import clipped, shown
 from keeper.store.subjects import MAX_LIMIT, SUBJECTS, Kind, PageKey
 
 __all__ = [
@@ -96,13 +97,13 @@ def resolve_contract(value: str, contracts: Mapping[str, str], param: str = "con
     if _ADDRESS_RE.match(value):
         return value.lower()
     known = ", ".join(sorted(contracts)) or "none configured"
-    raise BadParam(param, f"unknown contract {value!r} (names: {known}; or a 0x address)")
+    raise BadParam(param, f"unknown contract {shown(value)} (names: {known}; or a 0x address)")
 
 
 def parse_job_id(value: str, param: str = "jobId") -> str:
     """Job ids are canonical decimal strings, the form they are stored in."""
     if not value.isascii() or not value.isdigit() or (len(value) > 1 and value[0] == "0"):
-        raise BadParam(param, f"not a job id (a decimal integer): {value[:80]!r}")
+        raise BadParam(param, f"not a job id (a decimal integer): {shown(value)}")
     if at_most(value, UINT256_MAX) is None:
         raise BadParam(param, "out of the uint256 range")
     return value
@@ -110,7 +111,7 @@ def parse_job_id(value: str, param: str = "jobId") -> str:
 
 def parse_task_id(value: str, param: str = "taskId") -> str:
     if not _TASK_ID_RE.match(value):
-        raise BadParam(param, f"not a task id (0x + 64 hex): {value[:80]!r}")
+        raise BadParam(param, f"not a task id (0x + 64 hex): {shown(value)}")
     return value.lower()
 
 
@@ -134,7 +135,8 @@ def parse_list_query(
     allowed = {"contract", "status", "limit", "cursor", *spec.parties}
     for name in query:
         if name not in allowed:
-            raise BadParam(name, f"unknown parameter (allowed: {', '.join(sorted(allowed))})")
+            names = ", ".join(sorted(allowed))
+            raise BadParam(clipped(name, 80), f"unknown parameter (allowed: {names})")
 
     contract_text = _single(query, "contract")
     contract = resolve_contract(contract_text, contracts) if contract_text is not None else None
@@ -147,7 +149,7 @@ def parse_list_query(
         if bad or not statuses:
             raise BadParam(
                 "status",
-                f"unknown status {', '.join(map(repr, bad)) or repr(status_text)} "
+                f"unknown status {', '.join(map(shown, bad)) or shown(status_text)} "
                 f"(one or more of: {', '.join(spec.statuses)})",
             )
 
@@ -156,17 +158,19 @@ def parse_list_query(
         value = _single(query, name)
         if value is not None:
             if not _ADDRESS_RE.match(value):
-                raise BadParam(name, f"not an address: {value[:80]!r}")
+                raise BadParam(name, f"not an address: {shown(value)}")
             parties[name] = value.lower()
 
     limit = DEFAULT_LIMIT
     limit_text = _single(query, "limit")
     if limit_text is not None:
         if not _INTEGER_RE.match(limit_text):
-            raise BadParam("limit", f"not an integer: {limit_text[:80]!r}")
+            raise BadParam("limit", f"not an integer: {shown(limit_text)}")
         found = None if limit_text.startswith("-") else at_most(limit_text, MAX_LIMIT)
         if found is None or found < 1:
-            raise BadParam("limit", f"must be between 1 and {MAX_LIMIT}, got {limit_text[:80]}")
+            raise BadParam(
+                "limit", f"must be between 1 and {MAX_LIMIT}, got {clipped(limit_text, 80)}"
+            )
         limit = found
 
     cursor_text = _single(query, "cursor")

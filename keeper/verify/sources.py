@@ -27,6 +27,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import aiohttp
 
+from keeper.domain.text import shown
 from keeper.errors import ConfigError
 
 PLACEHOLDERS = frozenset({"jobId", "contract", "chainId", "reason", "hash"})
@@ -259,7 +260,7 @@ def redirect_target(url: str, location: str, origin: tuple[str, str]) -> str:
         target = urljoin(url, location)
         parts = urlsplit(target)
     except ValueError:
-        raise RedirectRefused(f"to {location[:80]!r}: not a URL") from None
+        raise RedirectRefused(f"to {shown(location)}: not a URL") from None
     if (parts.scheme, parts.netloc.lower()) != origin:
         raise RedirectRefused("off the configured host")
     return target

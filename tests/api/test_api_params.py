@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -17,6 +18,7 @@ from keeper.api.params import (
     encode_cursor,
     parse_job_id,
     parse_list_query,
+    parse_task_id,
     resolve_contract,
 )
 
@@ -119,7 +121,7 @@ class TestListQuery:
             ("-1", "must be between 1 and 500, got -1"),
             ("0", "must be between 1 and 500, got 0"),
             ("501", "must be between 1 and 500, got 501"),
-            ("9" * 5000, "must be between 1 and 500, got " + "9" * 80),
+            ("9" * 5000, "must be between 1 and 500, got " + "9" * 77 + "..."),
             ("0" * 5000 + "1", None),
             ("1.5", "not an integer: '1.5'"),
             ("٣", "not an integer: '٣'"),
@@ -165,6 +167,36 @@ class TestIds:
             resolve_contract("acpp", CONTRACTS)
         with pytest.raises(BadParam, match="unknown contract"):
             resolve_contract(ACP + "\n", CONTRACTS)
+
+    @pytest.mark.parametrize(
+        ("call", "quoted"),
+        [
+            (lambda text: resolve_contract(text, CONTRACTS), "unknown contract 'xxx"),
+            (lambda text: parse_list_query("jobs", {"status": [text]}, {}), "unknown status 'xxx"),
+            (lambda text: parse_list_query("jobs", {"client": [text]}, {}), "not an address: 'xxx"),
+            (lambda text: parse_list_query("jobs", {"limit": [text]}, {}), "not an integer: 'xxx"),
+            (parse_job_id, "not a job id (a decimal integer): 'xxx"),
+            (parse_task_id, "not a task id (0x + 64 hex): 'xxx"),
+        ],
+    )
+    def test_long_values_are_quoted_clipped(
+        self, call: Callable[[str], object], quoted: str
+    ) -> None:
+        """A 5,000-character value is quoted in the message as its first 77 characters of
+        repr and "...": a client's megabyte never comes back in the error body."""
+        with pytest.raises(BadParam) as info:
+            call("x" * 5000)
+        message = info.value.message
+        assert quoted in message
+        assert "'" + "x" * 76 + "..." in message
+        assert "x" * 77 not in message and len(message) < 300
+
+    def test_unknown_parameter_named_clipped(self) -> None:
+        """An unknown parameter's name is what the error names: clipped like a value."""
+        with pytest.raises(BadParam) as info:
+            parse_list_query("jobs", {"y" * 5000: ["1"]}, {})
+        assert info.value.param == "y" * 77 + "..."
+        assert info.value.message.startswith("unknown parameter (allowed: ")
 
 
 def inputs(**overrides: object) -> ReadinessInputs:
