@@ -8,20 +8,51 @@ stops, which also closes the API's read connections.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from keeper.domain.text import clipped
+from keeper.obs.logging import get_logger
 
 __all__ = ["ApiThread", "bound_port", "start_api"]
+
+_log = get_logger(__name__)
 
 # Seconds an in-flight request may take to finish once shutdown starts;
 # API reads are short, and a scrape should not hold up a SIGTERM for long.
 _SHUTDOWN_TIMEOUT = 5.0
 
 
+class _ClientProtocolErrors(logging.Filter):
+    """aiohttp logs a request its parser refused (a request line past 8,190 bytes, bytes
+    that are not HTTP) as an ERROR with a traceback, before any route or middleware sees
+    it: the client's fault, not the daemon's, and any scanner could fill the error log
+    with them. Such a record becomes one ``api_bad_http_request`` warning naming what was
+    wrong; every other record of the server's logger passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        _log.warning(
+            "api_bad_http_request",
+            error=type(exc).__name__,
+            status=exc.code,
+            detail=clipped(exc.message, 200),
+        )
+        return False
+
+
+_CLIENT_PROTOCOL_ERRORS = _ClientProtocolErrors()
+
+
 async def start_api(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve ``app`` on host:port (port 0 picks a free one); return the runner to stop it."""
+    logging.getLogger("aiohttp.server").addFilter(_CLIENT_PROTOCOL_ERRORS)  # once: a set
     # no access log: a line per scrape or API call would drown the daemon's own lines
     runner = web.AppRunner(
         app, handle_signals=False, shutdown_timeout=_SHUTDOWN_TIMEOUT, access_log=None

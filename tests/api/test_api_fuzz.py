@@ -7,23 +7,23 @@ route and carry a body valid against the documented schema.
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
-import threading
+import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
-from aiohttp import web
 from api_support import build_app
 from api_world import ACP, World, task_id
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from structlog.testing import capture_logs
 
 from keeper.api.params import encode_cursor
+from keeper.api.serve import ApiThread
 
 FUZZ = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -32,20 +32,11 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module")
 def server(world: World) -> Iterator[tuple[str, int]]:
-    """The app served by a real aiohttp site on 127.0.0.1, in its own thread and loop."""
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(build_app(world, inline_lookups=True))  # as the daemon serves it
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    host, port = runner.addresses[0][:2]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield host, port
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    """The app served on 127.0.0.1 by the daemon's own API thread (keeper.api.serve)."""
+    api = ApiThread(lambda: build_app(world, inline_lookups=True), "127.0.0.1", 0)
+    api.start()
+    yield "127.0.0.1", api.port
+    api.stop()
 
 
 def fetch(server: tuple[str, int], path: str) -> tuple[int, str, bytes]:
@@ -170,3 +161,33 @@ def test_fuzz_fixture_serves(server: tuple[str, int], openapi: dict[str, Any]) -
     status, ctype, body = fetch(server, "/v1/jobs/acp/3")
     assert status == 200
     check_documented(openapi, "/v1/jobs/{contract}/{jobId}", status, ctype, body)
+
+
+def test_request_line_past_http_limit(
+    server: tuple[str, int], openapi: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request line past aiohttp's 8,190 bytes never reaches a route: the HTTP layer
+    answers 400 text/plain and closes the connection, as the OpenAPI document says; the
+    daemon logs one warning naming it (not aiohttp's ERROR with a traceback) and goes on
+    serving."""
+    line = f"GET /v1/jobs?limit={'9' * 9_000} HTTP/1.1\r\nHost: keeper\r\n\r\n".encode()
+    with capture_logs() as logs, socket.create_connection(server, timeout=10) as sock:
+        sock.sendall(line)
+        reply = b""
+        while chunk := sock.recv(65536):  # ends only if the server closes (else a timeout)
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+    assert lines[0].split()[1] == "400", lines[0]
+    assert headers["content-type"].startswith("text/plain")
+    assert b"9" * 200 not in body
+    assert "8,190 bytes" in openapi["info"]["description"]
+    warned = [e for e in logs if e["event"] == "api_bad_http_request"]
+    assert [(e["log_level"], e["error"], e["status"]) for e in warned] == [
+        ("warning", "LineTooLong", 400)
+    ]
+    assert len(warned[0]["detail"]) <= 200
+    assert not [r for r in caplog.records if r.name == "aiohttp.server"]
+    status, _, _ = fetch(server, "/v1/jobs/acp/3")
+    assert status == 200
