@@ -84,3 +84,15 @@ def test_a_node_without_finalized_state_gets_final_stable_reads_at_the_head() ->
         (GET_TASK_EVALUATOR_CONFIG, 10): (10, EVENT_BLOCK),
         (GET_JOB, 95): (95, EVENT_BLOCK),
     }
+
+
+def test_finality_boundary_a_stable_read_at_the_finalized_block_is_final() -> None:
+    """An event at exactly the finalized block is final: its stable read goes with the
+    others to the finalized block; one block above stays at its own block."""
+    calls = plan_calls([job(1, 49), job(2, 50), job(3, 51)], finalized=50)
+    where = {c.subject: (c.block_number, c.source) for c in calls}
+    assert where == {
+        "1": (50, "finalized block 50"),
+        "2": (50, "finalized block 50"),
+        "3": (51, EVENT_BLOCK),
+    }
