@@ -16,6 +16,7 @@ Pure: ABI encoding with eth_abi, no provider. Detection (the I/O) is
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -176,6 +177,8 @@ class ErrorRule:
 
 
 _ERROR_STRING: Final = selector("Error(string)")
+# an elementary type with its width (uint8..uint256, int8..int256, bytes1..bytes32)
+_SIZED: Final = re.compile(r"(u?int|bytes)([1-9]\d*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,19 +241,22 @@ def probe_calldata(signature: str) -> bytes:
     values: list[object] = []
     for i, typ in enumerate(types):
         first = i == 0
-        if typ.startswith("uint"):
-            values.append((1 << int(typ[4:] or 256)) - 1 if first else 0)
-        elif typ.startswith("int"):
+        sized = _SIZED.fullmatch(typ)
+        kind, size = (sized.group(1), int(sized.group(2))) if sized else (typ, 0)
+        if kind == "uint":
+            values.append((1 << size) - 1 if first else 0)
+        elif kind == "int":
             values.append(0)
-        elif typ == "address":
+        elif kind == "address":
             values.append("0x" + "00" * 20)
-        elif typ == "bool":
+        elif kind == "bool":
             values.append(False)
-        elif typ in ("bytes", "string"):
-            values.append(b"" if typ == "bytes" else "")
-        elif typ.startswith("bytes"):
-            width = int(typ[5:])
-            values.append((b"\xff" if first else b"\x00") * width)
+        elif kind == "bytes" and not size:
+            values.append(b"")
+        elif kind == "string":
+            values.append("")
+        elif kind == "bytes":
+            values.append((b"\xff" if first else b"\x00") * size)
         else:
             raise ValueError(f"{signature}: cannot probe a {typ} argument")
     return selector(signature) + encode(list(types), values)

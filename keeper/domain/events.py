@@ -63,21 +63,6 @@ def _topic_bytes4(t: str) -> ArgValue | None:
     return t[:10] if t[10:] == _HEX_ZERO56 else None
 
 
-def _topic_small(bits: int) -> Callable[[str], ArgValue | None]:
-    limit = 1 << bits
-
-    def dec(t: str) -> ArgValue | None:
-        v = int(t, 16)
-        return v if v < limit else None
-
-    return dec
-
-
-def _topic_bool(t: str) -> ArgValue | None:
-    v = int(t, 16)
-    return bool(v) if v < 2 else None
-
-
 def _word_uint(w: bytes) -> ArgValue | None:
     return int.from_bytes(w, "big")
 
@@ -110,15 +95,9 @@ def _word_bool(w: bytes) -> ArgValue | None:
 
 _TOPIC_DECODERS: Final[dict[str, Callable[[str], ArgValue | None]]] = {
     "uint256": _topic_uint,
-    "uint64": _topic_small(64),
-    "uint48": _topic_small(48),
-    "uint32": _topic_small(32),
-    "uint16": _topic_small(16),
-    "uint8": _topic_small(8),
     "address": _topic_address,
     "bytes32": _topic_bytes32,
     "bytes4": _topic_bytes4,
-    "bool": _topic_bool,
 }
 _WORD_DECODERS: Final[dict[str, Callable[[bytes], ArgValue | None]]] = {
     "uint256": _word_uint,

@@ -80,3 +80,24 @@ def test_probe_and_call_shapes_need_no_eth_abi() -> None:
     ]
     for types, values in shapes:
         assert abi._encode_elementary(types, values) == bytes(eth_encode(types, values))
+
+
+@pytest.mark.parametrize("bits", range(8, 257, 8))
+@pytest.mark.parametrize("signed", [False, True], ids=["uint", "int"])
+def test_every_integer_width_ends_where_eth_abi_s_does(bits: int, signed: bool) -> None:
+    """Each width's smallest and largest value is written as eth_abi writes it, and one
+    past either end is declined, never written (the random test may not draw each edge)."""
+    typ = ("int" if signed else "uint") + str(bits)
+    lo, hi = (-(1 << bits - 1), (1 << bits - 1) - 1) if signed else (0, (1 << bits) - 1)
+    for value in (lo, hi):
+        assert abi._encode_elementary([typ], [value]) == bytes(eth_encode([typ], [value]))
+    for value in (lo - 1, hi + 1):
+        assert abi._encode_elementary([typ], [value]) is None
+        with pytest.raises(Exception):  # noqa: B017 - whatever eth_abi raises
+            encode([typ], [value])
+
+
+@pytest.mark.parametrize("value", ["0x12345678", bytearray(b"\x12\x34\x56\x78"), 0x12345678])
+def test_fixed_bytes_of_another_type_are_eth_abi_s(value: Any) -> None:
+    """A bytes4 given as a string, a bytearray or an int is left to eth_abi, which decides."""
+    assert abi._encode_elementary(["bytes4"], [value]) is None

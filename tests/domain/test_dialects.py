@@ -79,6 +79,9 @@ class TestTaskMarketErrors:
         assert classify_revert(error_string("nope"), Protocol.TASKMARKET)[0] == (
             "reverted_in_simulation"
         )
+        # the same text under another error's selector is that other error, not this one
+        other = selector("Refused(string)") + encode(["string"], ["Diamond: function not found"])
+        assert classify_error(other, Protocol.TASKMARKET) is None
 
     @pytest.mark.parametrize(
         ("signature", "verdict", "reason"),
@@ -122,6 +125,32 @@ class TestTables:
         assert task == b"\xff" * 32 and agent == 0
         (job,) = decode(["uint256"], probe_calldata("claimRefund(uint256)")[4:])
         assert job == 2**256 - 1
+
+    @pytest.mark.parametrize(
+        ("signature", "first", "rest"),
+        [
+            (
+                "f(uint256,uint8,int16,address,bool,bytes,string,bytes4)",
+                2**256 - 1,
+                (0, 0, "0x" + "00" * 20, False, b"", "", bytes(4)),
+            ),
+            ("g(uint8,bytes)", 255, (b"",)),
+            ("h(bytes4,string)", b"\xff" * 4, ("",)),
+            ("i(address,uint256)", "0x" + "00" * 20, (0,)),
+        ],
+    )
+    def test_probe_arguments_of_every_kind(
+        self, signature: str, first: object, rest: tuple[object, ...]
+    ) -> None:
+        """Each argument kind a probe may meet is encoded as eth_abi reads it back: the
+        first at its type's top (ids), every other at zero or empty."""
+        data = probe_calldata(signature)
+        assert data[:4] == selector(signature)
+        assert decode(list(arg_types(signature)), data[4:]) == (first, *rest)
+
+    def test_an_argument_a_probe_cannot_fill_is_named(self) -> None:
+        with pytest.raises(ValueError, match=r"f\(uint256\[\]\): cannot probe a uint256\[\]"):
+            probe_calldata("f(uint256[])")
 
     def test_arg_types_keep_tuple_parameters_whole(self) -> None:
         """A tuple (or an array of tuples) is one parameter, whatever its commas."""

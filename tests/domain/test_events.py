@@ -112,6 +112,17 @@ def _strategy(typ: str) -> st.SearchStrategy[Any]:
     return st.booleans()
 
 
+def _zero(typ: str) -> Any:
+    """The smallest value of ``typ``: a valid argument that moves nothing else."""
+    if typ == "address":
+        return "0x" + "00" * 20
+    if typ == "bytes":
+        return b""
+    if typ.startswith("bytes"):
+        return bytes(int(typ[5:]))
+    return False if typ == "bool" else 0
+
+
 def _log(topics: tuple[str, ...], data: bytes, block: int = 7, index: int = 0) -> Log:
     return Log(
         address=CONTRACT,
@@ -177,6 +188,24 @@ class TestCatalog:
         for signature in both:
             assert {s.protocol for s in SPECS if s.signature == signature} == set(Protocol)
         assert len(SPECS) == len(DOC_TOPICS) + len(KNOWN_ONLY) + len(NOT_NEEDED) + len(both)
+
+    @pytest.mark.parametrize(
+        ("inputs", "refused"),
+        [
+            ((("x", "uint8", True),), "an indexed uint8 has no topic decoder"),
+            ((("x", "bool", True),), "an indexed bool has no topic decoder"),
+            ((("x", "bytes", True),), "type bytes is not supported here"),
+            ((("x", "string", False),), "type string is not supported here"),
+        ],
+    )
+    def test_a_shape_the_decoder_cannot_read_is_refused(
+        self, inputs: tuple[tuple[str, str, bool], ...], refused: str
+    ) -> None:
+        """A shape added to the catalog with a parameter the fast decoder has no reader
+        for fails where it is declared, naming it, not at its first log."""
+        signature = f"Odd({','.join(t for _, t, _ in inputs)})"
+        with pytest.raises(ValueError, match=refused):
+            EventSpec("Odd", signature, "v", Protocol.ERC8183, inputs, "")
 
     def test_variants_are_labelled(self) -> None:
         """Legacy ERC-8183 and older task-market shapes carry their variant label."""
@@ -281,6 +310,34 @@ class TestMalformed:
         assert decode_log(_log(topics, big_verdict), Protocol.TASKMARKET, 0).name is None
         dirty = (*topics[:2], "0x01" + topics[2][4:])
         assert decode_log(_log(dirty, payload), Protocol.TASKMARKET, 0).name is None
+
+    @pytest.mark.parametrize(
+        ("spec", "slot"),
+        [
+            (spec, slot)
+            for spec in SPECS
+            for slot, (_, typ, _) in enumerate(spec.inputs)
+            if typ == "bool" or (typ.startswith("uint") and typ != "uint256")
+        ],
+        ids=lambda v: v.signature if isinstance(v, EventSpec) else str(v),
+    )
+    def test_narrow_values_end_at_their_type(self, spec: EventSpec, slot: int) -> None:
+        """Each bool and uintN below 256, in a topic or in the data, of every shape: its
+        largest value decodes; one more (2 for a bool, 2**N) is not an encoding of it, so
+        the log is unknown, as eth_abi refuses it."""
+        name, typ, indexed = spec.inputs[slot]
+        top = True if typ == "bool" else 2 ** int(typ[4:]) - 1
+        values = {n: (top if n == name else _zero(t)) for n, t, _ in spec.inputs}
+        topics, payload = encode_event(spec, values)
+        assert decode_log(_log(topics, payload), spec.protocol, 0).args[name] == top
+        past = (int(top) + 1).to_bytes(32, "big")
+        if indexed:
+            position = 1 + [n for n, _, i in spec.inputs if i].index(name)
+            topics = (*topics[:position], "0x" + past.hex(), *topics[position + 1 :])
+        else:
+            offset = 32 * [n for n, _, i in spec.inputs if not i].index(name)
+            payload = payload[:offset] + past + payload[offset + 32 :]
+        assert decode_log(_log(topics, payload), spec.protocol, 0).name is None
 
     def test_uppercase_topics_are_normalised(self) -> None:
         """Checksum-cased hex in topics decodes to lowercase values."""
@@ -539,13 +596,26 @@ class TestDynamicBytes:
         assert event.subject == "4"
 
     def test_non_canonical_tails_are_unknown(self) -> None:
-        """A moved offset, dirty padding, a short or an over-long tail: all unknown, no raise."""
+        """A moved or wrong offset, dirty padding, a short or an over-long tail: all unknown,
+        no raise."""
         topics, payload = self._claim(b"\x01\x02")
         head = self.SPEC.data_len
         moved = payload[: head - 32] + (head + 32).to_bytes(32, "big") + payload[head:] + bytes(32)
         dirty = payload[:-1] + b"\x01"
         huge = payload[:head] + (2**255).to_bytes(32, "big") + payload[head + 32 :]
-        for bad in (moved, dirty, payload[:-32], payload + bytes(32), huge, payload[:head]):
+        # the data just as long, its offset word naming another place than the tail's
+        elsewhere = [
+            payload[: head - 32] + at.to_bytes(32, "big") + payload[head:] for at in (0, 32)
+        ]
+        for bad in (
+            moved,
+            dirty,
+            payload[:-32],
+            payload + bytes(32),
+            huge,
+            payload[:head],
+            *elsewhere,
+        ):
             assert decode_log(_log(topics, bad), Protocol.ERC8183, 0).name is None
 
     @settings(max_examples=200, deadline=None)

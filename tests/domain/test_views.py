@@ -16,6 +16,7 @@ from keeper.domain.views import (
     _abi_decode_view,
     _get_job_spec,
     decode_view,
+    encode_view,
 )
 
 ADDRESS = st.binary(min_size=20, max_size=20).map(lambda b: "0x" + b.hex())
@@ -228,3 +229,24 @@ def test_the_slicer_declines_what_it_cannot_check() -> None:
     awards_offset = int.from_bytes(raw[32 + 6 * 32 : 32 + 7 * 32], "big")
     dirty_address[32 + awards_offset + 32] = 1  # the award's address word, high byte
     assert slicer(bytes(dirty_address)) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(VIEWS)),
+    job_id=st.integers(0, 2**256 - 1),
+    task=st.binary(min_size=32, max_size=32),
+)
+def test_calldata_is_eth_abi_s(kind: str, job_id: int, task: bytes) -> None:
+    """Each view's calldata, written out by hand, is its selector and eth_abi's encoding of
+    its one argument (or none): a job id as uint256, a task id as bytes32."""
+    spec = VIEWS[kind]
+    subject = {(): "", ("uint256",): str(job_id), ("bytes32",): "0x" + task.hex()}[spec.arg_types]
+    values = {(): [], ("uint256",): [job_id], ("bytes32",): [task]}[spec.arg_types]
+    assert encode_view(kind, subject) == spec.selector + encode(list(spec.arg_types), values)
+
+
+@pytest.mark.parametrize("task", ["0x" + "ab" * 31, "0x" + "ab" * 33, "0x"])
+def test_a_task_id_not_32_bytes_is_refused(task: str) -> None:
+    with pytest.raises(ValueError, match="a bytes32 argument needs 32 bytes"):
+        encode_view("getTask", task)
