@@ -72,6 +72,30 @@ class TestHttpSource:
         result = await HttpSource(evaluator.base + "/v1/jobs/{jobId}", max_bytes=4096).fetch(CTX)
         assert isinstance(result, SourceFailure) and result.problem is Problem.TOO_LARGE
 
+    @pytest.mark.parametrize(("limit", "taken"), [(4096, True), (4095, False)])
+    async def test_a_declared_length_of_exactly_the_limit_is_read(
+        self, evaluator: EvaluatorServer, limit: int, taken: bool
+    ) -> None:
+        """The limit is the largest body taken: 4,096 bytes pass a limit of 4,096."""
+        evaluator.serve("/v1/jobs/7", b"x" * 4096)
+        result = await HttpSource(evaluator.base + "/v1/jobs/{jobId}", max_bytes=limit).fetch(CTX)
+        if taken:
+            assert isinstance(result, Fetched) and result.body == b"x" * 4096
+        else:
+            assert isinstance(result, SourceFailure) and result.problem is Problem.TOO_LARGE
+
+    @pytest.mark.parametrize(("limit", "taken"), [(65536, True), (65535, False)])
+    async def test_a_chunked_body_of_exactly_the_limit_is_read(
+        self, evaluator: EvaluatorServer, limit: int, taken: bool
+    ) -> None:
+        """Without a declared length the count of what arrived decides, at the same edge."""
+        evaluator.routes["/chunked"] = Route(stream_bytes=65536)  # one 64 KiB chunk
+        result = await HttpSource(evaluator.base + "/chunked", max_bytes=limit).fetch(CTX)
+        if taken:
+            assert isinstance(result, Fetched) and len(result.body) == 65536
+        else:
+            assert isinstance(result, SourceFailure) and result.problem is Problem.TOO_LARGE
+
     async def test_timeout(self, evaluator: EvaluatorServer) -> None:
         """A server slower than the timeout gives a timeout failure after about the timeout."""
         evaluator.serve("/slow", b"{}", delay=5.0)
@@ -180,6 +204,17 @@ class TestDirectorySource:
         (tmp_path / "7.json").write_bytes(b"x" * 2000)
         result = await DirectorySource(tmp_path, max_bytes=1000).fetch(CTX)
         assert isinstance(result, SourceFailure) and result.problem is Problem.TOO_LARGE
+
+    @pytest.mark.parametrize(("limit", "taken"), [(1000, True), (999, False)])
+    async def test_a_file_of_exactly_the_limit_is_read(
+        self, tmp_path: Path, limit: int, taken: bool
+    ) -> None:
+        (tmp_path / "7.json").write_bytes(b"x" * 1000)
+        result = await DirectorySource(tmp_path, max_bytes=limit).fetch(CTX)
+        if taken:
+            assert isinstance(result, Fetched) and result.body == b"x" * 1000
+        else:
+            assert isinstance(result, SourceFailure) and result.problem is Problem.TOO_LARGE
 
     async def test_content_by_hash(self, tmp_path: Path) -> None:
         """Content directories hold files named by the deliverable hash."""
