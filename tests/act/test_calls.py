@@ -148,3 +148,12 @@ class TestReceipts:
         assert not moved_subject(receipt, C, "6")
         assert not moved_subject(receipt, C, "7")
         assert not moved_subject({"logs": []}, C, "5")
+
+    def test_a_log_with_no_indexed_argument_is_passed_over(self) -> None:
+        """The contract's own Paused(address) has topic0 alone: no subject, and no
+        IndexError reading one, before or after the subject's own log."""
+        paused = {"address": C, "topics": ["0x" + "62" * 32]}
+        moved = {"address": C, "topics": ["0x" + "99" * 32, subject_topic("5")]}
+        assert moved_subject({"logs": [paused, moved]}, C, "5")
+        assert not moved_subject({"logs": [paused]}, C, "5")
+        assert not moved_subject({"logs": [{"address": C, "topics": []}]}, C, "5")

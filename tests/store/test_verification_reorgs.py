@@ -158,6 +158,26 @@ def test_the_scan_reads_on_from_its_position() -> None:
     assert store.pending_verdicts(store_.conn, CHAIN, 1_000) == new  # the same from the start
 
 
+@pytest.mark.parametrize(
+    ("jobs_after", "tasks_after", "scanned"),
+    [
+        ((12, "0x" + "aa" * 32, 3), None, None),
+        (None, (12, "0x" + "aa" * 32, 3), None),
+        ((12, "0x" + "aa" * 32, 3), (7, "0x" + "bb" * 32, 0), 7),
+        ((7, "0x" + "bb" * 32, 0), (12, "0x" + "aa" * 32, 3), 7),
+    ],
+)
+def test_the_scanned_block_is_the_one_both_scans_passed(
+    jobs_after: store.EventPosition | None,
+    tasks_after: store.EventPosition | None,
+    scanned: int | None,
+) -> None:
+    """The daemon reports how far verification has looked: as far as the slower of the two
+    scans, and nowhere while either has not passed an event."""
+    scan = PendingScan(CHAIN, jobs_after=jobs_after, tasks_after=tasks_after)
+    assert scan.scanned_block() == scanned
+
+
 def test_a_rollback_drops_only_the_verifications_it_orphaned() -> None:
     """Rolled back to block 8: the verdicts after it lose their verifications, those before keep."""
     store_, _, _, scan = _verified_chain(seed=5, last=12)

@@ -266,6 +266,9 @@ class TestRetry:
         policy = RetryPolicy(base=60, cap=3600, horizon=7200)
         assert next_retry_at(10, 3000, first_attempt_at=0, policy=policy) == 6600
         assert next_retry_at(10, 4000, first_attempt_at=0, policy=policy) is None
+        # a try falling exactly at the horizon is still made; a second later, none
+        assert next_retry_at(10, 3600, first_attempt_at=0, policy=policy) == 7200
+        assert next_retry_at(10, 3601, first_attempt_at=0, policy=policy) is None
 
     async def test_unavailable_then_appears(self, evaluator: EvaluatorServer) -> None:
         """A verdict missing at first is retried after the backoff and verified once published."""
