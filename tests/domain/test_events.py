@@ -14,8 +14,15 @@ from support.abi_events import encode_event
 from web3 import Web3
 
 from keeper.devnet.anvil import DEV_KEYS
-from keeper.domain.event_catalog import EVENTS, SPECS, EventSpec, spec_for, topic0_of
-from keeper.domain.events import decode_log, decode_logs
+from keeper.domain.event_catalog import (
+    EVENTS,
+    SPECS,
+    TOPIC_TYPES,
+    EventSpec,
+    spec_for,
+    topic0_of,
+)
+from keeper.domain.events import _TOPIC_DECODERS, decode_log, decode_logs
 from keeper.domain.model import Log, Protocol
 
 CONTRACT = "0x" + "ab" * 20
@@ -206,6 +213,11 @@ class TestCatalog:
         signature = f"Odd({','.join(t for _, t, _ in inputs)})"
         with pytest.raises(ValueError, match=refused):
             EventSpec("Odd", signature, "v", Protocol.ERC8183, inputs, "")
+
+    def test_the_topic_types_the_catalog_admits_are_those_the_decoder_reads(self) -> None:
+        """The catalog's list and the decoder's table are kept in two modules (the
+        decoder imports the catalog): one type added to only one of them fails here."""
+        assert set(_TOPIC_DECODERS) == TOPIC_TYPES
 
     def test_variants_are_labelled(self) -> None:
         """Legacy ERC-8183 and older task-market shapes carry their variant label."""
