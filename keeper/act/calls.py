@@ -17,6 +17,7 @@ from keeper.domain.abi import decode
 from keeper.domain.dialects import ErrorClass, selector
 from keeper.domain.model import Protocol
 from keeper.domain.protocols import classify_error
+from keeper.domain.text import clipped
 
 __all__ = [
     "SimVerdict",
@@ -66,7 +67,7 @@ def decode_revert(data: bytes | None, protocol: Protocol | None = None) -> str:
     try:
         if head == _ERROR_STRING:
             (text,) = decode(["string"], body)
-            return f"Error({str(text)[:200]!r})"
+            return f"Error({clipped(repr(str(text)), 200)})"
         if head == _PANIC:
             (code,) = decode(["uint256"], body)
             return f"Panic(0x{int(code):02x})"

@@ -15,6 +15,7 @@ from typing import Final
 
 from keeper.api.params import BadParam
 from keeper.domain.planner import Action, PlannerConfig
+from keeper.domain.text import shown
 from keeper.store import queries, timeline
 from keeper.store.db import Db
 from keeper.store.tokens import TokenMeta, token_meta
@@ -72,8 +73,8 @@ def parse_range(values: list[str]) -> str:
     if not values:
         return DEFAULT_RANGE
     if len(values) > 1 or values[0] not in RANGES:
-        shown = ", ".join(values)[:40]
-        raise BadParam("range", f"must be one of {', '.join(RANGES)}, not {shown!r}")
+        given = shown(", ".join(values))
+        raise BadParam("range", f"must be one of {', '.join(RANGES)}, not {given}")
     return values[0]
 
 

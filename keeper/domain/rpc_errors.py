@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
+from keeper.domain.text import clipped
+
 FailureKind: TypeAlias = Literal[
     "rate_limited",
     "range_too_large",
@@ -402,7 +404,7 @@ def classify(
         data = error.get("data")
     else:
         message = error or ""
-    message = message.strip()[:500]
+    message = clipped(message.strip(), 500)
     lowered = message.lower()
     data_text = data if isinstance(data, str) else None
     retry_after = parse_retry_after(retry_after_header)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from keeper.domain.hashing import keccak
 from keeper.domain.model import BlockHeader, Log, Logs
+from keeper.domain.text import shown
 from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError, TransientRpcError
 from keeper.rpc.transport import JsonRpcTransport, log
 from keeper.rpc.validate import (
@@ -67,7 +68,7 @@ def block_param(ref: BlockRef, *, allow_hash: bool = True) -> str | dict[str, An
         if not allow_hash:
             raise ValueError("this method takes a block number or tag, not a hash")
         return {"blockHash": ref.lower()}
-    raise ValueError(f"not a block number, tag or hash: {ref[:20]!r}")
+    raise ValueError(f"not a block number, tag or hash: {shown(ref)}")
 
 
 def _block_checker(ref: BlockRef) -> Callable[[Any], BlockHeader]:

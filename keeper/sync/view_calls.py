@@ -33,6 +33,7 @@ from keeper.domain.reads import (
     reads_for,
     stable_part,
 )
+from keeper.domain.text import clipped
 from keeper.domain.views import decode_view, encode_view
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
@@ -363,7 +364,7 @@ def _missing(call: ViewCall, exc: StateUnavailableError) -> list[ChainRead]:
     """Reads the node had no state for: recorded, with the node's own words as the reason."""
     values: dict[str, ArgValue] = {
         "error": STATE_UNAVAILABLE,
-        "reason": f"no state at block {call.block_number}: {exc.failure.message}"[:300],
+        "reason": clipped(f"no state at block {call.block_number}: {exc.failure.message}", 300),
     }
     return [_read(req, MISSING, values) for req in call.answers]
 

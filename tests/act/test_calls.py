@@ -118,6 +118,15 @@ class TestRevertClassification:
         data = err("Error(string)", "Unauthorized()", types=("string",))
         assert classify_revert(data)[0] == "reverted_in_simulation"
 
+    def test_long_error_string_is_clipped(self) -> None:
+        """A contract's 10,000-character revert string comes back as 200 characters of its
+        repr, marked clipped, so a hostile revert cannot flood a log line."""
+        reason = decode_revert(err("Error(string)", "r" * 10_000, types=("string",)))
+        assert reason == "Error('" + "r" * 196 + "...)"
+        assert decode_revert(err("Error(string)", "r" * 198, types=("string",))) == (
+            "Error('" + "r" * 198 + "')"
+        )
+
     def test_malformed_error_string(self) -> None:
         """A truncated Error(string) payload falls back to the raw selector."""
         assert decode_revert(err("Error(string)") + b"\x00" * 5).startswith(

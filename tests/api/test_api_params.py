@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keeper.api.health import ReadinessInputs, readiness_checks
+from keeper.api.overview import parse_range
 from keeper.api.params import (
     MAX_LIMIT,
     BadParam,
@@ -177,6 +178,7 @@ class TestIds:
             (lambda text: parse_list_query("jobs", {"limit": [text]}, {}), "not an integer: 'xxx"),
             (parse_job_id, "not a job id (a decimal integer): 'xxx"),
             (parse_task_id, "not a task id (0x + 64 hex): 'xxx"),
+            (lambda text: parse_range([text]), "must be one of hour, day, week, not 'xxx"),
         ],
     )
     def test_long_values_are_quoted_clipped(

@@ -311,4 +311,6 @@ class TestHints:
 
     def test_message_is_trimmed(self) -> None:
         """Huge provider messages are cut so they cannot flood logs."""
-        assert len(classify(200, err(-32000, "x" * 10_000)).message) == 500
+        message = classify(200, err(-32000, "x" * 10_000)).message
+        assert message == "x" * 497 + "..."
+        assert classify(200, err(-32000, "y" * 500)).message == "y" * 500

@@ -118,8 +118,11 @@ class TestReads:
         assert block_param("0x" + "AB" * 32) == {"blockHash": "0x" + "ab" * 32}
         with pytest.raises(ValueError):
             block_param("0x" + "ab" * 32, allow_hash=False)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="not a block number, tag or hash: 'yesterday'"):
             block_param("yesterday")
+        with pytest.raises(ValueError) as info:
+            block_param("z" * 5000)
+        assert str(info.value).endswith("'" + "z" * 76 + "...")
 
 
 class TestTransactions:
