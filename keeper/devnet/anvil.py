@@ -263,8 +263,9 @@ class ChainControl:
         self.settle()
         return bool(self.call("evm_revert", snapshot_id))
 
-    def reorg(self, depth: int, txs: list[tuple[dict[str, Any], int]] | None = None) -> None:
-        """Replace the last ``depth`` blocks (anvil_reorg); ``txs`` go into the new ones."""
+    def reorg(self, depth: int, txs: list[tuple[dict[str, Any] | str, int]] | None = None) -> None:
+        """Replace the last ``depth`` blocks (anvil_reorg); ``txs`` (requests from unlocked
+        accounts, or signed raw transactions as hex) go into the new ones, by block index."""
         self.settle()
         self.call("anvil_reorg", depth, [[tx, idx] for tx, idx in (txs or [])])
 

@@ -23,6 +23,7 @@ from keeper_harness import (
     Escrows,
     MakeKeeper,
     address_of,
+    calldata,
     head,
     make_rpc,
     nonce_of,
@@ -33,6 +34,7 @@ from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
 from keeper.act import Keeper
+from keeper.act.receipts import moved_subject
 from keeper.domain.model import JobState, JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.errors import KeeperError
@@ -471,6 +473,37 @@ class TestReorg:
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
         assert confirmed_counts(registry) == [1.0]
+
+    async def test_refund_mined_again_behind_a_competitor_is_not_left_confirmed(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A reorg's new block holds another party's refund of the job and then our own
+        Multicall3 batch: ours is mined again, so the signer's count never drops, but its
+        refund call fails inside the batch. The keeper sees its confirmed block gone, reads
+        the new receipt (no JobExpired of ours) and ends the intent preempted, sending
+        nothing more."""
+        ids = escrows.expired_jobs(1)
+        keeper = make_keeper()
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        assert attempt.status == "confirmed" and attempt.receipt_block is not None
+        refund = calldata("claimRefund(uint256)", int(ids[0]))
+        theirs = {"from": address_of(CLIENT), "to": escrows.d.commerce, "data": refund}
+        depth = escrows.control.block_number() - attempt.receipt_block + 1
+        escrows.control.reorg(depth, [(theirs, 0), ("0x" + attempt.raw_tx.hex(), 0)])
+        again = escrows.control.call("eth_getTransactionReceipt", attempt.tx_hash)
+        assert again["blockHash"] != attempt.receipt_hash and attempt.kind == "batch"
+        assert not moved_subject(again, escrows.d.commerce, ids[0])
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1  # the count alone shows nothing
+        for _ in range(3):
+            await run(keeper, escrows, rpc, ids)
+            escrows.control.mine()
+        [intent] = keeper_books.all_intents(keeper.store)
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        assert (intent.status, intent.outcome) == ("done", "preempted")
+        assert (attempt.status, attempt.receipt_hash) == ("confirmed", again["blockHash"])
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
 
     async def test_reconfirmation_after_a_fee_cap_hold_is_counted_once(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
