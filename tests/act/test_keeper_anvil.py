@@ -15,6 +15,7 @@ from keeper_harness import (
     nonce_of,
     run,
 )
+from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
@@ -27,6 +28,7 @@ from keeper.domain.model import JobStatus, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import PlannerConfig
 from keeper.domain.sharding import shard_of
 from keeper.errors import RetryableError
+from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 
 
@@ -209,6 +211,9 @@ class TestBatching:
         await run(keeper, escrows, rpc, ids, ticks=2)
         outcomes = {i.subject: i.outcome for i in keeper_books.all_intents(keeper.store)}
         assert outcomes == {ids[0]: "preempted", ids[1]: "confirmed", ids[2]: "confirmed"}
+        # ended by the batch's receipt itself, not later by the planner finding it not due
+        [lost] = [i for i in keeper_books.all_intents(keeper.store) if i.subject == ids[0]]
+        assert lost.detail == "call failed inside the batch"
 
 
 class TestPermission:
@@ -287,6 +292,29 @@ class TestFees:
         assert attempt.max_fee <= 20 * 10**9
         await run(keeper, escrows, rpc, ids, ticks=2)
         assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
+
+
+class TestPendingGauge:
+    """keeper_pending_txs feeds the PendingTransactionsStuck alert: it must move."""
+
+    async def test_pending_gauge_counts_a_sent_transaction_until_final(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """A refund waiting for a block is one pending transaction; once final, none."""
+        ids = escrows.expired_jobs(1)
+        registry = CollectorRegistry()
+        keeper = make_keeper(metrics=Metrics(registry))
+        escrows.control.set_automine(False)
+        try:
+            assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 1
+            assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 0
+            assert registry.get_sample_value("keeper_pending_txs") == 1
+        finally:
+            escrows.control.set_automine(True)
+        escrows.control.mine()
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
+        assert registry.get_sample_value("keeper_pending_txs") == 0
 
 
 class TestModes:

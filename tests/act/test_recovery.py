@@ -30,6 +30,7 @@ from keeper_harness import (
     run,
 )
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
 
@@ -467,7 +468,10 @@ class TestReorg:
         escrows.control.reorg(2)  # replaces the refund's block and the one after it
         assert escrows.control.call("eth_getTransactionReceipt", intent.tx_hash) is None
         assert escrows.jobs(ids)[0].status is JobStatus.FUNDED
-        await run(keeper, escrows, rpc, ids, ticks=2)
+        with capture_logs() as logs:
+            await run(keeper, escrows, rpc, ids, ticks=2)
+        reorged = [e for e in logs if e["event"] == "keeper_confirmed_tx_reorged"]
+        assert [(e["tx_hash"], e["log_level"]) for e in reorged] == [(intent.tx_hash, "warning")]
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
         [again] = keeper_books.all_intents(keeper.store)
         assert again.outcome == "confirmed"
@@ -501,6 +505,7 @@ class TestReorg:
         [intent] = keeper_books.all_intents(keeper.store)
         [attempt] = keeper_books.all_attempts(keeper.store)
         assert (intent.status, intent.outcome) == ("done", "preempted")
+        assert intent.detail == "call failed inside the batch"  # the new receipt decided
         assert (attempt.status, attempt.receipt_hash) == ("confirmed", again["blockHash"])
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
