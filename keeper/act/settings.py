@@ -100,7 +100,7 @@ class TickSummary:
 
     head: int
     planned: int = 0
-    sent: int = 0  # transactions broadcast (new, replacement, cancel)
+    sent: int = 0  # broadcasts the node took or may have (new, replacement, cancel)
     simulated: list[SimResult] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     paused: dict[str, int] = field(default_factory=dict)  # contract -> Paused event block

@@ -11,7 +11,7 @@ import asyncio
 import math
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from keeper.act.calls import SimVerdict, classify_revert
 from keeper.act.chain import ChainRpc, failure_kind, revert_data
@@ -46,6 +46,11 @@ from keeper.store.intents import Attempt, Intent, IntentStore, Outcome
 __all__ = ["Transactions", "TxDraft", "action_of", "outcome_of"]
 
 log = get_logger(__name__)
+
+# The node's answers that say it did not take the bytes (any other failure may hide a send).
+REFUSED: Final = frozenset(
+    {"nonce_too_low", "underpriced", "execution_reverted", "invalid_request"}
+)
 
 
 def _hex(data: bytes) -> str:
@@ -348,8 +353,8 @@ class Transactions:
             elif not self.store.attempts_at(self.address, draft.nonce):  # a fresh nonce
                 self._gaps = sorted({*self._gaps, draft.nonce})
             return
-        summary.sent += 1
-        await self.broadcast(attempt, head)
+        if await self.broadcast(attempt, head) not in REFUSED:
+            summary.sent += 1  # or may have gone out: the next reconcile looks it up
 
     def _record(self, draft: TxDraft, raw: bytes, tx_hash: str) -> Attempt:
         return self.store.record_attempt(
@@ -382,7 +387,7 @@ class Transactions:
             kind = failure_kind(exc)
             if kind == "already_known":
                 pass
-            elif kind in ("nonce_too_low", "underpriced", "execution_reverted", "invalid_request"):
+            elif kind in REFUSED:
                 if not resend:
                     self._reject_attempt(attempt, str(kind))
                 return str(kind)

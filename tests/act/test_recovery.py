@@ -563,6 +563,32 @@ class TestReorg:
 class TestNonceGap:
     """A nonce spent by someone else and then freed by a reorg is filled, not waited on."""
 
+    async def test_gap_with_no_new_work_is_cancelled(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """The node refuses our nonce-0 refund and takes the nonce-1 one; then another party
+        refunds the first job. Nothing is due any more, yet nonce 0 must be spent or the
+        nonce-1 refund waits behind it forever: the keeper cancels at nonce 0."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(2, expiry)
+        escrows.control.mine_at(expiry)
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
+            keeper = make_keeper(client=client, batch_size=1)
+            proxy.rules.reject_tx("underpriced")
+            # the refused broadcast is not counted as sent
+            assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 1
+            [refused] = keeper.store.attempts_at(keeper.address, 0)
+            assert refused.status == "failed"
+            escrows.call(CLIENT, escrows.d.commerce, "claimRefund(uint256)", int(ids[0]))
+            assert nonce_of(escrows, KEEPER_KEYS[0]) == 0  # nonce 1 waits behind the gap
+            for _ in range(3):
+                await run(keeper, escrows, rpc, ids)
+                escrows.control.mine()
+        assert [a.kind for a in keeper.store.attempts_at(keeper.address, 0)] == ["batch", "cancel"]
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 2
+        assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
+        assert keeper.store.open_nonces(keeper.address) == {}
+
     async def test_freed_nonce_is_filled_after_reorg(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
