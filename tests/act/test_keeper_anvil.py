@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from keeper_harness import (
+    CLIENT,
     KEEPER_KEYS,
     WORKER,
     Escrows,
@@ -189,6 +192,37 @@ class TestBatching:
         assert [a.kind for a in keeper_books.all_attempts(keeper.store)] == ["batch"]
         assert all(j.status is JobStatus.EXPIRED for j in escrows.jobs(ids))
 
+    async def test_a_call_failing_between_gate_and_estimate_is_dropped_from_the_batch(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """Another party refunds job 1 in a block mined just after the gate's simulation at
+        latest: the batch's gas estimate (no allowFailure) reverts, the calls are simulated
+        again, job 1 ends preempted and the other two go out in this tick's one batch."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(3, expiry)
+        escrows.control.mine_at(expiry)
+        raced: list[str] = []
+        first = int(ids[0])
+
+        def race(params: list[Any], result: Any) -> Any:
+            """The gate's last simulation is answered; then the rival's block is mined."""
+            if params[1] == "latest" and not raced:
+                refund = "claimRefund(uint256)"
+                raced.append(escrows.call(CLIENT, escrows.d.commerce, refund, first))
+            return result
+
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
+            keeper = make_keeper(client=client)
+            proxy.rules.on("eth_call", patched=10, patch=race, to=escrows.d.multicall)
+            summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+            assert raced and summary.sent == 1
+            [attempt] = keeper_books.all_attempts(keeper.store)
+            assert attempt.kind == "batch"
+            assert len(keeper.store.attempt_intent_ids(attempt.id)) == 2
+            await run(keeper, escrows, rpc, ids, ticks=2)
+        outcomes = {i.subject: i.outcome for i in keeper_books.all_intents(keeper.store)}
+        assert outcomes == {ids[0]: "preempted", ids[1]: "confirmed", ids[2]: "confirmed"}
+
     async def test_subject_failing_inside_batch_is_preempted(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
     ) -> None:
@@ -276,11 +310,13 @@ class TestFees:
         """Above the cap: fee_cap recorded, no transaction; below it again: confirmed."""
         expiry = escrows.now() + 100
         ids = escrows.funded_jobs(1, expiry)
-        keeper = make_keeper(max_fee_cap=20 * 10**9)
+        registry = CollectorRegistry()
+        keeper = make_keeper(max_fee_cap=20 * 10**9, metrics=Metrics(registry))
         escrows.control.set_base_fee(50 * 10**9)
         escrows.control.mine_at(expiry)
         summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
         assert summary.fee_cap and summary.sent == 0
+        assert registry.get_sample_value("keeper_fee_cap_hits_total") == 1  # the FeeCapHit alert
         [intent] = keeper_books.all_intents(keeper.store)
         assert (intent.status, intent.outcome) == ("open", "fee_cap")
         assert keeper_books.all_attempts(keeper.store) == []
