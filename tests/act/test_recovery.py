@@ -424,6 +424,61 @@ class TestStuck:
         assert keeper_books.all_intents(keeper.store)[0].outcome == "preempted"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
 
+    async def test_replacement_failing_at_its_estimate_is_a_cancel_at_once(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """The refund priced out by the base fee is to be replaced and still passes the
+        replacement's simulation, then a rival's refund is mined before the replacement's
+        gas estimate, which reverts: the nonce is spent on a cancel in that same tick (not
+        left holding later transactions), counted as a replacement."""
+        expiry = escrows.now() + 100
+        ids = escrows.funded_jobs(1, expiry)
+        escrows.control.set_base_fee(10**9)
+        escrows.control.mine_at(expiry)
+        refund = calldata("claimRefund(uint256)", int(ids[0]))
+        armed: list[bool] = []
+        raced: list[str] = []
+
+        def race(params: list[Any], result: Any) -> Any:
+            """Once armed, the fee history the replacement is priced from is answered, then
+            the rival's refund is mined: after the simulation, before the estimate."""
+            if armed and not raced:
+                raced.append(escrows.send(CLIENT, escrows.d.commerce, refund))
+                escrows.control.mine()
+            return result
+
+        registry = CollectorRegistry()
+        async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
+            keeper = make_keeper(client=client, metrics=Metrics(registry))
+            proxy.rules.on("eth_feeHistory", patched=10_000, patch=race)
+            escrows.control.set_automine(False)
+            try:
+                await run(keeper, escrows, rpc, ids)
+                [first] = keeper_books.all_attempts(keeper.store)
+                escrows.control.set_base_fee(first.max_fee + 10**9)
+                escrows.control.mine()
+                armed.append(True)
+                for _ in range(keeper.settings.bump_after_blocks + 1):
+                    summary = await keeper.tick(await head(rpc), escrows.jobs(ids), [])
+                    if raced:
+                        break
+                    escrows.control.mine()
+            finally:
+                escrows.control.set_automine(True)
+            assert raced and summary.sent == 1
+            attempts = keeper_books.all_attempts(keeper.store)
+            assert [(a.kind, a.nonce) for a in attempts] == [("batch", 0), ("cancel", 0)]
+            for _ in range(2):
+                escrows.control.mine()
+                await run(keeper, escrows, rpc, ids)
+        assert [a.status for a in keeper_books.all_attempts(keeper.store)] == [
+            "replaced",
+            "confirmed",
+        ]
+        assert registry.get_sample_value("keeper_tx_replacements_total") == 1
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+
 
 class TestRefusedAsUnderpriced:
     """A first send refused as underpriced is signed again at the same nonce with higher fees."""
@@ -507,6 +562,32 @@ class TestReorg:
         assert (intent.status, intent.outcome) == ("done", "preempted")
         assert intent.detail == "call failed inside the batch"  # the new receipt decided
         assert (attempt.status, attempt.receipt_hash) == ("confirmed", again["blockHash"])
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
+        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+
+    async def test_lone_refund_mined_again_behind_a_competitor_ends_reverted(
+        self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
+    ) -> None:
+        """As above without Multicall3: the refund is its own call, so mined again behind
+        the other party's it reverts on chain, and the intent ends reverted."""
+        ids = escrows.expired_jobs(1)
+        keeper = make_keeper(multicall=escrows.d.treasury)  # an account: no batching
+        await run(keeper, escrows, rpc, ids, ticks=2)
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        assert (attempt.kind, attempt.status) == ("call", "confirmed")
+        assert attempt.receipt_block is not None
+        refund = calldata("claimRefund(uint256)", int(ids[0]))
+        theirs = {"from": address_of(CLIENT), "to": escrows.d.commerce, "data": refund}
+        depth = escrows.control.block_number() - attempt.receipt_block + 1
+        escrows.control.reorg(depth, [(theirs, 0), ("0x" + attempt.raw_tx.hex(), 0)])
+        again = escrows.control.call("eth_getTransactionReceipt", attempt.tx_hash)
+        assert again["status"] == "0x0"
+        for _ in range(3):
+            await run(keeper, escrows, rpc, ids)
+            escrows.control.mine()
+        [intent] = keeper_books.all_intents(keeper.store)
+        assert (intent.status, intent.outcome) == ("done", "reverted")
+        assert intent.detail == "transaction reverted on chain"
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
         assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
 
