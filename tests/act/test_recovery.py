@@ -660,6 +660,8 @@ class TestNonceGap:
             assert (await keeper.tick(await head(rpc), escrows.jobs(ids), [])).sent == 1
             [refused] = keeper.store.attempts_at(keeper.address, 0)
             assert refused.status == "failed"
+            [freed] = [i for i in keeper_books.all_intents(keeper.store) if i.subject == ids[0]]
+            assert (freed.status, freed.detail) == ("open", "send refused: underpriced")
             escrows.call(CLIENT, escrows.d.commerce, "claimRefund(uint256)", int(ids[0]))
             assert nonce_of(escrows, KEEPER_KEYS[0]) == 0  # nonce 1 waits behind the gap
             for _ in range(3):
