@@ -302,12 +302,12 @@ class Settler:
         block = await self.rpc.get_block(at.block_number) if self.metrics else None
         for intent in confirmed:
             if intent.id in self._reconfirming:
-                self._reconfirming.discard(intent.id)  # counted when first confirmed
+                self._reconfirming.discard(intent.id)  # counted and timed when first confirmed
             else:
                 self.outcomes.count(intent, "confirmed")
-            if self.metrics and block is not None:
-                delay = max(block.timestamp - intent.due_at, 0)
-                self.metrics.action_delay_seconds.labels(intent.action).observe(delay)
+                if self.metrics and block is not None:
+                    delay = max(block.timestamp - intent.due_at, 0)
+                    self.metrics.action_delay_seconds.labels(intent.action).observe(delay)
             log.info(
                 "keeper_action_confirmed",
                 action=intent.action,

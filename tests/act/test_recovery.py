@@ -532,6 +532,10 @@ class TestReorg:
         assert again.outcome == "confirmed"
         assert escrows.control.call("eth_getTransactionReceipt", again.tx_hash) is not None
         assert confirmed_counts(registry) == [1.0]
+        timed = registry.get_sample_value(
+            "keeper_action_delay_seconds_count", {"action": "claimRefund"}
+        )
+        assert timed == 1  # one action, timed once, however many times it was confirmed
 
     async def test_refund_mined_again_behind_a_competitor_is_not_left_confirmed(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
@@ -695,6 +699,8 @@ class TestNonceGap:
         escrows.control.mine()
         await run(keeper, escrows, rpc, ids)
         assert keeper.store.attempts_at(keeper.address, 1)[0].status == "dropped"
+        [lost] = [i for i in keeper_books.all_intents(keeper.store) if i.subject == ids[1]]
+        assert (lost.outcome, lost.detail) == ("dropped", "nonce used by another transaction")
         escrows.control.reorg(2)  # takes out both our nonce 0 and the foreign nonce 1
         for _ in range(keeper.settings.redecide_after_blocks + 3):
             await run(keeper, escrows, rpc, ids)
