@@ -544,30 +544,37 @@ class TestReorg:
         Multicall3 batch: ours is mined again, so the signer's count never drops, but its
         refund call fails inside the batch. The keeper sees its confirmed block gone, reads
         the new receipt (no JobExpired of ours) and ends the intent preempted, sending
-        nothing more."""
-        ids = escrows.expired_jobs(1)
+        nothing more. An earlier refund, in a block the reorg left, stays confirmed (and
+        does not end the watch before the later one)."""
+        earlier, later = escrows.expired_jobs(2)
         keeper = make_keeper()
-        await run(keeper, escrows, rpc, ids, ticks=2)
-        [attempt] = keeper_books.all_attempts(keeper.store)
-        assert attempt.status == "confirmed" and attempt.receipt_block is not None
-        refund = calldata("claimRefund(uint256)", int(ids[0]))
+        await run(keeper, escrows, rpc, [earlier], ticks=2)
+        escrows.control.mine()
+        await run(keeper, escrows, rpc, [later], ticks=2)
+        first, attempt = keeper_books.all_attempts(keeper.store)
+        assert first.status == attempt.status == "confirmed"
+        assert attempt.receipt_block is not None and first.receipt_block is not None
+        assert first.receipt_block < attempt.receipt_block
+        refund = calldata("claimRefund(uint256)", int(later))
         theirs = {"from": address_of(CLIENT), "to": escrows.d.commerce, "data": refund}
         depth = escrows.control.block_number() - attempt.receipt_block + 1
         escrows.control.reorg(depth, [(theirs, 0), ("0x" + attempt.raw_tx.hex(), 0)])
         again = escrows.control.call("eth_getTransactionReceipt", attempt.tx_hash)
         assert again["blockHash"] != attempt.receipt_hash and attempt.kind == "batch"
-        assert not moved_subject(again, escrows.d.commerce, ids[0])
-        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1  # the count alone shows nothing
+        assert not moved_subject(again, escrows.d.commerce, later)
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 2  # the count alone shows nothing
         for _ in range(3):
-            await run(keeper, escrows, rpc, ids)
+            await run(keeper, escrows, rpc, [earlier, later])
             escrows.control.mine()
-        [intent] = keeper_books.all_intents(keeper.store)
-        [attempt] = keeper_books.all_attempts(keeper.store)
-        assert (intent.status, intent.outcome) == ("done", "preempted")
-        assert intent.detail == "call failed inside the batch"  # the new receipt decided
+        intents = {i.subject: i for i in keeper_books.all_intents(keeper.store)}
+        assert (intents[earlier].status, intents[earlier].outcome) == ("done", "confirmed")
+        assert (intents[later].status, intents[later].outcome) == ("done", "preempted")
+        assert intents[later].detail == "call failed inside the batch"  # the new receipt
+        first_now, attempt = keeper_books.all_attempts(keeper.store)
+        assert first_now == first
         assert (attempt.status, attempt.receipt_hash) == ("confirmed", again["blockHash"])
-        assert nonce_of(escrows, KEEPER_KEYS[0]) == 1
-        assert escrows.jobs(ids)[0].status is JobStatus.EXPIRED
+        assert nonce_of(escrows, KEEPER_KEYS[0]) == 2
+        assert escrows.jobs([later])[0].status is JobStatus.EXPIRED
 
     async def test_lone_refund_mined_again_behind_a_competitor_ends_reverted(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper
