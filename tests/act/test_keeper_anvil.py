@@ -351,8 +351,15 @@ class TestPendingGauge:
             escrows.control.set_automine(True)
         escrows.control.mine()
         await run(keeper, escrows, rpc, ids, ticks=2)
-        assert keeper_books.all_intents(keeper.store)[0].outcome == "confirmed"
+        [intent] = keeper_books.all_intents(keeper.store)
+        assert intent.outcome == "confirmed" and intent.receipt_block is not None
         assert registry.get_sample_value("keeper_pending_txs") == 0
+        # the delay is chain time from the deadline to the confirming block
+        block = escrows.control.call("eth_getBlockByNumber", hex(intent.receipt_block), False)
+        delay = registry.get_sample_value(
+            "keeper_action_delay_seconds_sum", {"action": "claimRefund"}
+        )
+        assert delay == int(block["timestamp"], 16) - intent.due_at
 
 
 class TestModes:
