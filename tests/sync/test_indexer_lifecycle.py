@@ -99,6 +99,32 @@ async def test_realtime_and_backfill_agree_on_every_lifecycle(
         await fresh.close()
 
 
+async def test_nothing_final_yet_starts_the_window_at_the_start_block(
+    anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
+) -> None:
+    """With no block final yet at the contracts' start (a deployment younger than the
+    confirmations), there is no range to scan: the realtime window is anchored on the
+    block before the start block and every later block is indexed in it, to the same
+    tables as a backfill."""
+    gen = traffic(anvil.url, deployed)
+    await run_traffic(gen, 12)
+    assert deployed.start_block > 0
+    cfg = write_config(
+        tmp_path, "young", [anvil.url], deployed, finality="confirmations", confirmations=10_000
+    )
+    young = Harness(cfg)
+    fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
+    try:
+        head = await young.to_head()
+        window = young.store.window()
+        assert window[0].number == deployed.start_block - 1  # the anchor, nothing before it
+        assert len(window) == head - deployed.start_block + 2
+        assert young.dump()["events"] and table_diff(young.dump(), fresh.dump()) == ""
+    finally:
+        await young.close()
+        await fresh.close()
+
+
 async def test_rebuild_gives_identical_tables(
     anvil: AnvilProcess, deployed: Deployment, tmp_path: Path
 ) -> None:
