@@ -14,6 +14,9 @@ from sync_support import Harness, fresh_index, table_diff, traffic, write_config
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
 from keeper.devnet.deploy import Deployment, deploy_all
+from keeper.domain.model import ArgValue, ChainRead
+from keeper.domain.reads import STABLE_FIELDS, ReadRequest
+from keeper.sync.indexer import _again
 
 
 def config_read(
@@ -75,3 +78,23 @@ async def test_a_read_made_at_the_head_is_made_again_before_the_cursor_passes_it
                 await fresh.close()
         finally:
             await h.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "result", "stable"),
+    [
+        ("getJob", {"error": "state unavailable", "reason": "pruned"}, STABLE_FIELDS["getJob"]),
+        ("getJob", {"id": "7", "description": "d", "budget": "5"}, ("id", "description", "budget")),
+        ("getTaskEvaluatorConfig", {"error": "reverted", "reason": "x"}, ()),
+    ],
+    ids=["failed", "answered", "no-stable-fields"],
+)
+def test_a_read_made_again_records_what_it_recorded(
+    kind: str, result: dict[str, ArgValue], stable: tuple[str, ...]
+) -> None:
+    """The request that makes a head read again keeps the fields the read recorded; a read
+    that failed takes its kind's stable fields (with none, a getJob made again later
+    would record no description)."""
+    read = ChainRead("0x" + "11" * 20, "7", kind, 5, "0x" + "ab" * 32, result)
+    again = _again(read)
+    assert again == ReadRequest(read.contract, "7", kind, 5, read.block_hash, stable)
