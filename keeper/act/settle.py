@@ -299,7 +299,9 @@ class Settler:
             receipt_block=at.block_number,
             receipt_hash=at.block_hash,
         )
-        block = await self.rpc.get_block(at.block_number) if self.metrics else None
+        # the confirming block's time, only when some action here is timed (first confirmed)
+        first = any(i.id not in self._reconfirming for i in confirmed)
+        block = await self.rpc.get_block(at.block_number) if self.metrics and first else None
         for intent in confirmed:
             if intent.id in self._reconfirming:
                 self._reconfirming.discard(intent.id)  # counted and timed when first confirmed
