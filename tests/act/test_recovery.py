@@ -41,6 +41,7 @@ from keeper.domain.planner import Action, ActionKind
 from keeper.errors import KeeperError
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
+from keeper.store.intents import Attempt
 
 CHILD = Path(__file__).with_name("keeper_child.py")
 
@@ -54,6 +55,17 @@ def confirmed_counts(registry: CollectorRegistry) -> list[float]:
         for s in m.samples
         if s.name == "keeper_actions_total" and s.labels.get("outcome") == "confirmed"
     ]
+
+
+def mined_again_behind_a_rival(escrows: Escrows, attempt: Attempt, job_id: str) -> Any:
+    """Reorg out the block of our confirmed refund ``attempt``; the new block holds the
+    client's own refund of ``job_id`` and then our stored bytes. Our new receipt."""
+    assert attempt.receipt_block is not None
+    refund = calldata("claimRefund(uint256)", int(job_id))
+    theirs = {"from": address_of(CLIENT), "to": escrows.d.commerce, "data": refund}
+    depth = escrows.control.block_number() - attempt.receipt_block + 1
+    escrows.control.reorg(depth, [(theirs, 0), ("0x" + attempt.raw_tx.hex(), 0)])
+    return escrows.control.call("eth_getTransactionReceipt", attempt.tx_hash)
 
 
 def intent_receipt_hash(keeper: Keeper, intent_id: int) -> str:
@@ -555,11 +567,7 @@ class TestReorg:
         assert first.status == attempt.status == "confirmed"
         assert attempt.receipt_block is not None and first.receipt_block is not None
         assert first.receipt_block < attempt.receipt_block
-        refund = calldata("claimRefund(uint256)", int(later))
-        theirs = {"from": address_of(CLIENT), "to": escrows.d.commerce, "data": refund}
-        depth = escrows.control.block_number() - attempt.receipt_block + 1
-        escrows.control.reorg(depth, [(theirs, 0), ("0x" + attempt.raw_tx.hex(), 0)])
-        again = escrows.control.call("eth_getTransactionReceipt", attempt.tx_hash)
+        again = mined_again_behind_a_rival(escrows, attempt, later)
         assert again["blockHash"] != attempt.receipt_hash and attempt.kind == "batch"
         assert not moved_subject(again, escrows.d.commerce, later)
         assert nonce_of(escrows, KEEPER_KEYS[0]) == 2  # the count alone shows nothing
@@ -587,11 +595,7 @@ class TestReorg:
         [attempt] = keeper_books.all_attempts(keeper.store)
         assert (attempt.kind, attempt.status) == ("call", "confirmed")
         assert attempt.receipt_block is not None
-        refund = calldata("claimRefund(uint256)", int(ids[0]))
-        theirs = {"from": address_of(CLIENT), "to": escrows.d.commerce, "data": refund}
-        depth = escrows.control.block_number() - attempt.receipt_block + 1
-        escrows.control.reorg(depth, [(theirs, 0), ("0x" + attempt.raw_tx.hex(), 0)])
-        again = escrows.control.call("eth_getTransactionReceipt", attempt.tx_hash)
+        again = mined_again_behind_a_rival(escrows, attempt, ids[0])
         assert again["status"] == "0x0"
         for _ in range(3):
             await run(keeper, escrows, rpc, ids)
