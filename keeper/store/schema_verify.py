@@ -11,6 +11,7 @@ computed, so a verdict can be shown and re-checked without the source; its
 Migration 3 (SQLite only): any change to a verification raises its job's
 version (``subject_versions``, the index component's), so a job's version
 stamps its whole detail.
+Migration 4: the retry index leads with the chain, as the verifier's query does.
 Retry times are unix seconds (wall clock: they pace network fetches, not
 chain deadlines).
 """
@@ -71,4 +72,12 @@ MIGRATIONS: list[Migration] = [
     """,
     # 3: (SQLite) a verification's change raises its job's version
     version_triggers("verifications", "job_id", None),
+    # 4: the retries due, found by a seek on the chain and the retry time (every pass of
+    # the verifier asks): on the retry time alone the planner took the chain's index and
+    # sorted every verification of the chain each pass, quadratic over a catch-up
+    """
+    DROP INDEX verifications_retry;
+    CREATE INDEX verifications_retry ON verifications (chain_id, next_retry_at)
+        WHERE next_retry_at IS NOT NULL
+    """,
 ]

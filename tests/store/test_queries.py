@@ -13,7 +13,7 @@ from index_builders import ACTORS, JOBS, TASKS, Synth, batch_of
 
 from keeper.domain.model import BlockHeader
 from keeper.store import queries as q
-from keeper.store import subjects
+from keeper.store import subjects, verifications
 from keeper.store.db import Db, connect, dialect
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
@@ -310,3 +310,23 @@ def test_a_detail_reads_each_table_by_its_subject(tmp_path: Path, kind: subjects
     assert reads, plan
     for line in reads:
         assert line.startswith("SEARCH") and "chain_id=? AND contract=?" in line, plan
+
+
+def test_the_verifiers_retry_query_seeks_the_due_retries_of_its_chain(tmp_path: Path) -> None:
+    """Every verifier pass asks for the retries due: with the retry time alone indexed the
+    planner read the chain's whole index and sorted it each pass (a catch-up recording
+    tens of thousands of unavailable verdicts went quadratic); the chain and the retry
+    time together are one seek, already in the order asked for."""
+    conn = connect(tmp_path / "retry.db")
+    migrate(conn)
+    assert isinstance(conn, sqlite3.Connection)
+    ran: list[str] = []
+    conn.set_trace_callback(ran.append)
+    assert verifications.due_for_retry(conn, CHAIN, now=1_000, limit=50) == []
+    conn.set_trace_callback(None)
+    [sql] = [s for s in ran if "FROM verifications" in s]
+    plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+    assert plan == [
+        "SEARCH verifications USING INDEX verifications_retry "
+        "(chain_id=? AND next_retry_at>? AND next_retry_at<?)"
+    ], plan
