@@ -1,5 +1,9 @@
 """Two trees' ``keeper backfill`` alternated on one workload (``python -m bench.ab OTHER``).
 
+With ``--catchup``, each run is instead the daemon catching up from an empty database
+(``bench/catchup.py``: ``keeper run``, indexing and verifying at once), timed to every
+event indexed and to every verdict verified.
+
 ``OTHER`` is another checkout of the project (``git worktree add /tmp/base HEAD~1``);
 its ``keeper`` package is put first on ``PYTHONPATH`` for its runs, so both
 trees run with this venv's dependencies. One node (anvil, or ``--node hardhat``:
@@ -25,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from bench.backfill import CONTRACT_NAME, check_descriptions, run_backfill
+from bench.catchup import daemon_catchup
 from bench.common import ARCHIVE_ANVIL, write_config
 from bench.escrow_workload import (
     ANVIL_ARGS,
@@ -55,6 +60,16 @@ def run_tree(tree: Path, work: Path, url: str, d: Deployment, span: int, wl: Wor
     return secs
 
 
+def catchup_tree(tree: Path, work: Path, url: str, d: Deployment, span: int,
+                 wl: Workload) -> tuple[float, float]:  # fmt: skip
+    """Seconds of one daemon catch-up by ``tree``'s keeper: (all indexed, all verified)."""
+    got = daemon_catchup(work, url, d, (CONTRACT_NAME, "erc8183", d.erc8183), wl.last_block,
+                         span, env={"PYTHONPATH": str(tree)})  # fmt: skip
+    for db in work.glob("catchup-*.db*"):
+        db.unlink()
+    return got["indexed_seconds"], got["verified_seconds"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("other", type=Path, help="the other tree (the baseline)")
@@ -63,6 +78,9 @@ def main() -> None:
     parser.add_argument("--node", choices=["anvil", "hardhat"], default="anvil")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.0, help="milliseconds a request")
+    parser.add_argument(
+        "--catchup", action="store_true", help="time the daemon's catch-up, not keeper backfill"
+    )
     args = parser.parse_args()
     other = args.other.resolve()
     if not (other / "keeper" / "__init__.py").exists():
@@ -88,14 +106,25 @@ def main() -> None:
         if args.latency:  # the keepers' requests only: the workload was built directly
             rules = ProxyRules(latency=args.latency / 1000)
             url = stack.enter_context(RpcProxy(node.url, rules=rules)).url
+        verified: dict[str, list[float]] = {name: [] for name in trees}
         for i in range(args.rounds):
             for name in list(trees)[:: 1 if i % 2 == 0 else -1]:
-                secs = run_tree(trees[name], Path(tmp), url, d, density.max_range, wl)
+                if args.catchup:
+                    secs, all_verified = catchup_tree(trees[name], Path(tmp), url, d,
+                                                      density.max_range, wl)  # fmt: skip
+                    verified[name].append(wl.events / all_verified)
+                    also = f", all verified at {wl.events / all_verified:9,.0f} ev/s"
+                else:
+                    secs = run_tree(trees[name], Path(tmp), url, d, density.max_range, wl)
+                    also = ""
                 rates[name].append(wl.events / secs)
-                print(f"  round {i + 1} {name:5} {wl.events / secs:9,.0f} ev/s", flush=True)
-    this, base = statistics.median(rates["this"]), statistics.median(rates["other"])
-    print(f"median end to end: this {this:,.0f} ev/s, other {base:,.0f} ev/s, "
-          f"ratio {this / base:.3f}")  # fmt: skip
+                print(f"  round {i + 1} {name:5} {wl.events / secs:9,.0f} ev/s{also}", flush=True)
+    what = "all indexed" if args.catchup else "end to end"
+    for label, got in ((what, rates), ("all verified", verified)):
+        if got["this"]:
+            this, base = statistics.median(got["this"]), statistics.median(got["other"])
+            print(f"median {label}: this {this:,.0f} ev/s, other {base:,.0f} ev/s, "
+                  f"ratio {this / base:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":
