@@ -340,7 +340,7 @@ class Daemon:
             await wait_event(self.stop, self.cfg.chain.poll_interval)
 
     async def keep_loop(self) -> None:
-        from keeper.store.states import live_jobs, live_tasks
+        from keeper.store.states import due_jobs, due_tasks
 
         last_head = -1
         while not self.stop.is_set():
@@ -348,10 +348,11 @@ class Daemon:
             indexed = self.c.indexer.state.indexed
             if head is not None and indexed >= head.number and head.number != last_head:
                 try:
+                    chain_id, now = self.cfg.chain.chain_id, head.timestamp
                     await self.keeper.tick(
                         head,
-                        live_jobs(self.c.conn, self.cfg.chain.chain_id),
-                        live_tasks(self.c.conn, self.cfg.chain.chain_id),
+                        due_jobs(self.c.conn, chain_id, now),
+                        due_tasks(self.c.conn, chain_id, now),
                     )
                     last_head = head.number
                 except passing() as exc:

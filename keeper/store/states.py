@@ -1,7 +1,12 @@
-"""Load live projections back into domain states, for the keeper's planner.
+"""Load the projections the keeper's planner may act on back into domain states.
 
-Only subjects the keeper may still act on are loaded (non-terminal jobs and
-tasks), so a tick's cost follows the open work, not the history.
+Only subjects with something due are loaded: non-terminal jobs and tasks whose
+deadline has passed at the head's time. The planner decides nothing for a job
+before its ``expiredAt``, nor for a task before its appeal deadline, its
+evaluation deadline or its expiry (``keeper.domain.planner``; the planner's
+tests hold it to that), so a tick's cost follows the work due, not every open
+escrow: a marketplace with tens of thousands of open jobs would otherwise have
+each of them read back and planned on every block.
 """
 
 from __future__ import annotations
@@ -21,20 +26,24 @@ _JOB_INTS: Final = {"budget", "funded_amount", "refunded_amount", "paid_amount",
 _TASK_INTS: Final = {"reward", "evaluator_stake", "paid_amount", "refunded_amount"}
 
 
-def live_jobs(conn: Db, chain_id: int) -> list[JobState]:
+def due_jobs(conn: Db, chain_id: int, now: int) -> list[JobState]:
+    """Non-terminal jobs whose ``expiredAt`` is ``now`` or before (a seek on ``jobs_due``)."""
     marks = ",".join("?" * len(LIVE_JOB_STATUSES))
     rows = conn.execute(
-        f"SELECT * FROM jobs WHERE chain_id = ? AND status IN ({marks})",
-        (chain_id, *LIVE_JOB_STATUSES),
+        f"SELECT * FROM jobs WHERE status IN ({marks}) AND expired_at <= ? AND chain_id = ?",
+        (*LIVE_JOB_STATUSES, now, chain_id),
     ).fetchall()
     return [job_from_row(r) for r in rows]
 
 
-def live_tasks(conn: Db, chain_id: int) -> list[TaskState]:
+def due_tasks(conn: Db, chain_id: int, now: int) -> list[TaskState]:
+    """Non-terminal tasks past one of their deadlines at ``now``: expired, or an appeal
+    window or evaluation window over (a deadline still unknown is NULL, never past)."""
     marks = ",".join("?" * len(TERMINAL_TASK_STATUSES))
     rows = conn.execute(
-        f"SELECT * FROM tasks WHERE chain_id = ? AND status NOT IN ({marks})",
-        (chain_id, *TERMINAL_TASK_STATUSES),
+        f"SELECT * FROM tasks WHERE chain_id = ? AND status NOT IN ({marks}) "
+        "AND (expiry_time < ? OR appeal_deadline <= ? OR evaluation_deadline < ?)",
+        (chain_id, *TERMINAL_TASK_STATUSES, now, now, now),
     ).fetchall()
     return [task_from_row(r) for r in rows]
 

@@ -1,6 +1,6 @@
 """ERC8183 jobs on a real anvil, indexed by the real indexer, kept by a real keeper.
 
-The keeper reads its jobs the daemon's way (``live_jobs`` over the indexed database) and
+The keeper reads its jobs the daemon's way (``due_jobs`` over the indexed database) and
 the contract's pause state from the indexed Paused/Unpaused events, so these flows take
 the daemon's code paths end to end.
 """
@@ -14,9 +14,10 @@ from pathlib import Path
 from eth_abi.abi import decode
 from keeper_harness import CLIENT, DEPLOYER, EVALUATOR, PROVIDER, Escrows, address_of, calldata
 
+from keeper.act.manager import Keeper, TickSummary
 from keeper.domain.model import BlockHeader, JobState
 from keeper.rpc.client import RpcClient
-from keeper.store.states import live_jobs
+from keeper.store.states import due_jobs, job_from_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 from sync_support import Harness, write_config
@@ -105,9 +106,17 @@ class Flows:
     # ----- the daemon's side -----
 
     async def jobs(self) -> list[JobState]:
-        """Index to head, then the live jobs of the ERC8183 escrow as the daemon loads them."""
+        """Index to head, then every job of the ERC8183 escrow as indexed, due or not."""
         await self.index.to_head()
-        return [j for j in live_jobs(self.index.conn, 31337) if j.contract == self.c]
+        rows = self.index.conn.execute("SELECT * FROM jobs WHERE contract = ?", (self.c,))
+        return [job_from_row(r) for r in rows.fetchall()]
+
+    async def tick(self, keeper: Keeper, rpc: RpcClient) -> TickSummary:
+        """Index to head, then a keeper tick on the escrow's jobs the daemon would hand it."""
+        await self.index.to_head()
+        head = await self.head(rpc)
+        due = due_jobs(self.index.conn, 31337, head.timestamp)
+        return await keeper.tick(head, [j for j in due if j.contract == self.c], [])
 
     async def head(self, rpc: RpcClient) -> BlockHeader:
         block = await rpc.get_block("latest")

@@ -58,9 +58,9 @@ async def test_partly_settled_job_refunded_with_the_bytes_call(
     flows.e.control.mine_at(state.expired_at)
     keeper = make_keeper(db=flows.db)
     before = flows.balance(address_of(CLIENT))
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     flows.e.control.mine()
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     [attempt] = keeper_books.all_attempts(keeper.store)
     assert bytes.fromhex(CLAIM_REFUND) in attempt.data and attempt.status == "confirmed"
     assert flows.status(job) == EXPIRED
@@ -80,13 +80,13 @@ async def test_pending_claim_waits_visibly_then_refund(
     (state,) = await flows.jobs()
     flows.e.control.mine_at(state.expired_at + 10)
     keeper = make_keeper(db=flows.db)
-    summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    summary = await flows.tick(keeper, rpc)
     assert [r.kind for r in summary.reports] == [ReportKind.CLAIM_PENDING_PAST_EXPIRY]
     assert summary.simulated == [] and keeper_books.all_intents(keeper.store) == []
     flows.reject(claim)
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     flows.e.control.mine()
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED
 
@@ -102,7 +102,7 @@ async def test_paused_escrow_gets_no_send_and_no_simulation(
     metrics = Metrics(contract_names={flows.c: "erc8183"})
     keeper = make_keeper(db=flows.db, metrics=metrics)
     for _ in range(8):
-        summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+        summary = await flows.tick(keeper, rpc)
         assert summary.simulated == [] and list(summary.paused) == [flows.c]
         flows.e.control.mine()
     assert keeper_books.all_intents(keeper.store) == []
@@ -114,9 +114,9 @@ async def test_paused_escrow_gets_no_send_and_no_simulation(
     assert list(api.status()["paused"]) == [flows.c]
     api.close()
     flows.admin("unpause()")
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     flows.e.control.mine()
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     assert sample(metrics, "keeper_contract_paused", contract="erc8183") == 0.0
     assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED
@@ -134,21 +134,21 @@ async def test_reverting_hook_reported_once_until_detached(
     flows.e.control.mine_at(state.expired_at + 10)
     metrics = Metrics(contract_names={flows.c: "erc8183"})
     keeper = make_keeper(db=flows.db, metrics=metrics)
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     [intent] = keeper_books.all_intents(keeper.store)
     assert intent.outcome == "reverted_in_simulation"
     assert intent.detail is not None and intent.detail.startswith("hook_blocked")
     blocked = {"contract": "erc8183", "action": "claimRefund", "outcome": "hook_blocked"}
     for _ in range(keeper.settings.redecide_after_blocks + 3):
         flows.e.control.mine()
-        summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+        summary = await flows.tick(keeper, rpc)
         assert summary.simulated == []
         assert [r.kind for r in summary.reports] == [ReportKind.HOOK_BLOCKED]
     assert sample(metrics, "keeper_actions_total", **blocked) == 1.0
     flows.admin("batchDetachHook(uint256[])", [job])
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     flows.e.control.mine()
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED
     assert sample(metrics, "keeper_actions_total", **blocked) == 1.0
@@ -163,11 +163,11 @@ async def test_submitted_job_untouched_until_expiry_plus_grace(
     (state,) = await flows.jobs()
     keeper = make_keeper(db=flows.db)
     flows.e.control.mine_at(state.expired_at + EVALUATION_GRACE_PERIOD - 1)
-    summary = await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    summary = await flows.tick(keeper, rpc)
     assert summary.planned == 0 and keeper_books.all_intents(keeper.store) == []
     flows.e.control.mine_at(state.expired_at + EVALUATION_GRACE_PERIOD)
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     flows.e.control.mine()
-    await keeper.tick(await flows.head(rpc), await flows.jobs(), [])
+    await flows.tick(keeper, rpc)
     assert [i.outcome for i in keeper_books.all_intents(keeper.store)] == ["confirmed"]
     assert flows.status(job) == EXPIRED

@@ -248,7 +248,7 @@ class TestSigkillERC8183:
             await keeper.recover()
             for _ in range(3):
                 escrows.control.mine()
-                await keeper.tick(await head(rpc), await flows.jobs(), [])
+                await flows.tick(keeper, rpc)
             [attempt] = keeper_books.all_attempts(keeper.store)
             assert attempt.tx_hash == tx_hash and attempt.status == "confirmed"
             assert nonce_of(escrows, KEEPER_KEYS[0]) == 1

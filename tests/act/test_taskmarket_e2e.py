@@ -14,7 +14,7 @@ from taskmarket_harness import REWARD, Diamond
 
 from keeper.compose import build_rpc
 from keeper.config import Config, load_config
-from keeper.domain.model import TaskState, TaskStatus
+from keeper.domain.model import BlockHeader, TaskState, TaskStatus
 from keeper.domain.taskmodes import BOUNTY
 from keeper.errors import RetryableError
 from keeper.indexing import build_indexing
@@ -22,7 +22,7 @@ from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 from keeper.store.db import connect
 from keeper.store.migrations import migrate
-from keeper.store.states import live_tasks, task_from_row
+from keeper.store.states import due_tasks, task_from_row
 
 
 def _config(tmp: Path, escrows: Escrows) -> Config:
@@ -70,8 +70,9 @@ class Index:
         assert row is not None, task_id
         return task_from_row(row)
 
-    def live(self) -> list[TaskState]:
-        return live_tasks(self.conn, 31337)
+    def due(self, head: BlockHeader) -> list[TaskState]:
+        """The tasks the daemon hands its keeper at ``head``."""
+        return due_tasks(self.conn, 31337, head.timestamp)
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ async def _tick(keeper_rpc: RpcClient, keeper: object, index: Index) -> int:
     await index.to_head()
     head = await keeper_rpc.get_block("latest")
     assert head is not None
-    summary = await keeper.tick(head, [], index.live())  # type: ignore[attr-defined]
+    summary = await keeper.tick(head, [], index.due(head))  # type: ignore[attr-defined]
     return int(summary.sent)
 
 
@@ -199,7 +200,7 @@ async def test_paused_diamond_gets_no_simulation_until_unpaused(
         await index.to_head()
         head = await rpc.get_block("latest")
         assert head is not None
-        summary = await keeper.tick(head, [], index.live())
+        summary = await keeper.tick(head, [], index.due(head))
         assert summary.simulated == [] and list(summary.paused) == [dm.address]
         escrows.control.mine()
     assert keeper_books.all_intents(keeper.store) == []

@@ -376,3 +376,76 @@ class TestERC8183Rules:
         report = plan_job(open_, T0, ONE)
         assert isinstance(report, Report)
         assert report.kind is ReportKind.OPEN_JOB_WITH_BUDGET_EXPIRED
+
+
+# The keeper is handed only the subjects past a deadline (keeper.store.states reads the
+# rest not at all): nothing may be decided, action or report, for one before them.
+_ahead = st.integers(min_value=1, max_value=2**32)
+
+
+@pytest.mark.parametrize("dialect", ["", "erc8183", "agentic_commerce", "legacy"])
+@pytest.mark.parametrize("status", list(JobStatus))
+@given(
+    ahead=_ahead,
+    submitted=st.one_of(st.none(), _ts),
+    budget=st.integers(min_value=0, max_value=2**256 - 1),
+    legacy=st.booleans(),
+    pending=st.sampled_from([None, 0, 7]),
+    hook=st.sampled_from(["", "0x" + "77" * 20]),
+    expire_open=st.booleans(),
+    now=_ts,
+)
+def test_nothing_is_decided_for_a_job_before_its_expiry(
+    dialect: str,
+    status: JobStatus,
+    ahead: int,
+    submitted: int | None,
+    budget: int,
+    legacy: bool,
+    pending: int | None,
+    hook: str,
+    expire_open: bool,
+    now: int,
+) -> None:
+    """Whatever the job, its dialect, a pending claim, a blocked hook or the config, a job
+    whose expiredAt is still ahead gets neither an action nor a report."""
+    state = job(
+        status, expired_at=now + ahead, submitted_at=submitted, budget=budget, legacy=legacy,
+        dialect=dialect, pending_claim_amount=pending, hook=hook,
+    )  # fmt: skip
+    config = PlannerConfig(expire_open_unfunded=expire_open)
+    assert plan_job(state, now, config) is None
+    blocked = {(C, state.job_id): 1}
+    assert plan([state], [], head(now), config, hook_blocked=blocked).reports == []
+
+
+@pytest.mark.parametrize("status", list(TaskStatus))
+@given(
+    expiry_ahead=st.integers(min_value=0, max_value=2**32),
+    appeal_ahead=st.one_of(st.none(), _ahead),
+    evaluation_ahead=st.one_of(st.none(), st.integers(min_value=0, max_value=2**32)),
+    mode=st.sampled_from([CLAIM, BOUNTY, BENCHMARK]),
+    submissions=st.sampled_from(["0", "2"]),
+    timeout_denied=st.booleans(),
+    now=_ts,
+)
+def test_nothing_is_decided_for_a_task_before_its_deadlines(
+    status: TaskStatus,
+    expiry_ahead: int,
+    appeal_ahead: int | None,
+    evaluation_ahead: int | None,
+    mode: str,
+    submissions: str,
+    timeout_denied: bool,
+    now: int,
+) -> None:
+    """A task is acted on or reported only once now is past its expiry or its evaluation
+    deadline, or at its appeal deadline: with each still ahead (or unknown), nothing."""
+    state = task(
+        status, expiry_time=now + expiry_ahead, mode=mode,
+        appeal_deadline=None if appeal_ahead is None else now + appeal_ahead,
+        evaluation_deadline=None if evaluation_ahead is None else now + evaluation_ahead,
+        extra={"active_submissions": submissions},
+    )  # fmt: skip
+    denied = {(C, state.task_id, "evaluatorTimeout")} if timeout_denied else set()
+    assert plan_task(state, now, denied) is None

@@ -30,7 +30,7 @@ from keeper.domain.planner import Action, PlannerConfig, plan
 from keeper.store import verifications
 from keeper.store.db import connect
 from keeper.store.queries import pause_state
-from keeper.store.states import live_jobs, live_tasks
+from keeper.store.states import due_jobs, due_tasks
 
 __all__ = [
     "KeeperAudit",
@@ -206,7 +206,8 @@ async def due_now(
         if state is not None and state[0]:
             paused.add(c.address)
     result = plan(
-        live_jobs(fresh.conn, chain_id), live_tasks(fresh.conn, chain_id), head,
+        due_jobs(fresh.conn, chain_id, head.timestamp),
+        due_tasks(fresh.conn, chain_id, head.timestamp), head,
         PlannerConfig(), denied, paused=paused, hook_blocked=hook_blocked,
     )  # fmt: skip
     return result.actions
