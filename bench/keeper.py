@@ -39,14 +39,8 @@ from keeper.domain.taskmodes import CLAIM
 from keeper.indexing import build_indexing
 from keeper.store.db import Db, connect
 from keeper.store.migrations import migrate
-from keeper.store.states import (
-    LIVE_JOB_STATUSES,
-    TERMINAL_TASK_STATUSES,
-    due_jobs,
-    due_tasks,
-    job_from_row,
-    task_from_row,
-)
+from keeper.store.states import due_jobs, due_tasks
+from tests.support.open_escrows import every_open as open_escrows
 
 
 @dataclass(frozen=True)
@@ -211,18 +205,7 @@ def read_and_plan_ms(conn: Db, chain_id: int, head: BlockHeader, *, every_open: 
     for _ in range(rounds):
         t0 = time.perf_counter()
         if every_open:
-            live = ",".join("?" * len(LIVE_JOB_STATUSES))
-            ended = ",".join("?" * len(TERMINAL_TASK_STATUSES))
-            job_rows = conn.execute(
-                f"SELECT * FROM jobs WHERE chain_id = ? AND status IN ({live})",
-                (chain_id, *LIVE_JOB_STATUSES),
-            )
-            task_rows = conn.execute(
-                f"SELECT * FROM tasks WHERE chain_id = ? AND status NOT IN ({ended})",
-                (chain_id, *TERMINAL_TASK_STATUSES),
-            )
-            jobs = [job_from_row(r) for r in job_rows.fetchall()]
-            tasks = [task_from_row(r) for r in task_rows.fetchall()]
+            jobs, tasks = open_escrows(conn, chain_id)
         else:
             jobs = due_jobs(conn, chain_id, head.timestamp)
             tasks = due_tasks(conn, chain_id, head.timestamp)

@@ -7,20 +7,14 @@ from pathlib import Path
 
 import pytest
 from index_builders import Synth, batch_of
+from support.open_escrows import every_open
 
-from keeper.domain.model import BlockHeader, JobState, TaskState
+from keeper.domain.model import BlockHeader
 from keeper.domain.planner import PlannerConfig, plan
 from keeper.store.db import Db, connect, write_transaction
 from keeper.store.index_store import IndexStore
 from keeper.store.migrations import migrate
-from keeper.store.states import (
-    LIVE_JOB_STATUSES,
-    TERMINAL_TASK_STATUSES,
-    due_jobs,
-    due_tasks,
-    job_from_row,
-    task_from_row,
-)
+from keeper.store.states import due_jobs, due_tasks
 
 CHAIN = 8453
 
@@ -47,23 +41,6 @@ def indexed(
     conn.close()
 
 
-def _every_open(conn: Db) -> tuple[list[JobState], list[TaskState]]:
-    """Every non-terminal job and task: what a tick read before it read only the due."""
-    live = ",".join("?" * len(LIVE_JOB_STATUSES))
-    ended = ",".join("?" * len(TERMINAL_TASK_STATUSES))
-    job_rows = conn.execute(
-        f"SELECT * FROM jobs WHERE chain_id = ? AND status IN ({live})",
-        (CHAIN, *LIVE_JOB_STATUSES),
-    )
-    task_rows = conn.execute(
-        f"SELECT * FROM tasks WHERE chain_id = ? AND status NOT IN ({ended})",
-        (CHAIN, *TERMINAL_TASK_STATUSES),
-    )
-    return [job_from_row(r) for r in job_rows.fetchall()], [
-        task_from_row(r) for r in task_rows.fetchall()
-    ]
-
-
 def _moments(conn: Db) -> list[int]:
     """Times around every deadline stored: each one, a second before and a second after."""
     rows = conn.execute(
@@ -76,7 +53,7 @@ def _moments(conn: Db) -> list[int]:
 
 def test_the_workload_has_open_subjects_on_both_sides_of_their_deadlines(indexed: Db) -> None:
     """The comparison below means something: open jobs and tasks, deadlines spread out."""
-    jobs, tasks = _every_open(indexed)
+    jobs, tasks = every_open(indexed, CHAIN)
     assert len(jobs) >= 20 and len(tasks) >= 20
     assert len(_moments(indexed)) >= 40
 
@@ -85,7 +62,7 @@ def test_a_tick_plans_the_same_from_the_subjects_due_as_from_every_open_one(inde
     """At any moment (each deadline, a second either side), the planner's actions and reports
     from what is read are those from every open job and task; the jobs read are exactly
     the open ones past expiredAt, so one not yet due is never loaded."""
-    every_job, every_task = _every_open(indexed)
+    every_job, every_task = every_open(indexed, CHAIN)
     config = PlannerConfig()
     fewer = planned = 0
     for now in _moments(indexed):
