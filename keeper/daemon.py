@@ -315,6 +315,7 @@ class Daemon:
         self.c.listener.on_heads(head, finalized, indexed)
 
     async def verify_loop(self) -> None:
+        from keeper.verify import pass_size
         from keeper.verify.scan import PendingScan
         from keeper.verify.verifier import verify_pending
 
@@ -322,11 +323,14 @@ class Daemon:
         # a revision recorded by another daemon first is not written twice (the store's
         # conditional save)
         scan = PendingScan(self.cfg.chain.chain_id)
+        size = pass_size.SMALLEST
         while not self.stop.is_set():
             try:
                 head = self.c.indexer.state.head
                 now = head.timestamp if head else int(time.time())
-                ran = await verify_pending(self.c.conn, scan, self.verifier, now)
+                started = time.monotonic()
+                ran = await verify_pending(self.c.conn, scan, self.verifier, now, size)
+                size = pass_size.next_size(size, ran, time.monotonic() - started)
                 scanned = scan.scanned_block()
                 if scanned is not None:
                     self.c.metrics.verifier_block.labels(chain_id=scan.chain_id).set(scanned)

@@ -23,6 +23,7 @@ from keeper.store.db import Db
 from keeper.verify.checks import VerdictFacts
 from keeper.verify.evidence import chain_from_task, verify_evidence
 from keeper.verify.failures import Failure, checked_again
+from keeper.verify.pass_size import SMALLEST
 from keeper.verify.report import ChainRef, Report, same_outcome, stored_report
 from keeper.verify.scan import PendingScan
 from keeper.verify.verdict import (
@@ -45,7 +46,7 @@ FLUSH_AFTER_S = 1.0
 
 
 async def verify_pending(
-    conn: Db, scan: PendingScan, verifier: Verifier, now: int, limit: int = 50
+    conn: Db, scan: PendingScan, verifier: Verifier, now: int, limit: int = SMALLEST
 ) -> int:
     """Verify newly indexed verdicts and the retries that are due; returns how many ran.
 
