@@ -16,21 +16,24 @@ from dataclasses import fields
 from typing import Any, Final
 
 from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus, VerdictType
-from keeper.store.db import Db, DbRow
+from keeper.store.db import Db, DbRow, dialect
 from keeper.store.index_rows import description_from_json
 
 LIVE_JOB_STATUSES: Final = ("open", "funded", "submitted")
 TERMINAL_TASK_STATUSES: Final = ("accepted", "expired", "cancelled")
+LIVE_TASK_STATUSES: Final = tuple(
+    s.label for s in TaskStatus if s.label not in TERMINAL_TASK_STATUSES
+)
 
 _JOB_INTS: Final = {"budget", "funded_amount", "refunded_amount", "paid_amount", "settled_amount"}
 _TASK_INTS: Final = {"reward", "evaluator_stake", "paid_amount", "refunded_amount"}
 
 
 def due_jobs(conn: Db, chain_id: int, now: int) -> list[JobState]:
-    """Non-terminal jobs whose ``expiredAt`` is ``now`` or before (a seek on ``jobs_due``)."""
+    """Non-terminal jobs whose ``expiredAt`` is ``now`` or before, off ``jobs_due``."""
     marks = ",".join("?" * len(LIVE_JOB_STATUSES))
     rows = conn.execute(
-        f"SELECT * FROM jobs WHERE status IN ({marks}) AND expired_at <= ? AND chain_id = ?",
+        f"SELECT * FROM jobs WHERE status IN ({marks}) AND expired_at <= ? AND {_chain(conn)} = ?",
         (*LIVE_JOB_STATUSES, now, chain_id),
     ).fetchall()
     return [job_from_row(r) for r in rows]
@@ -38,14 +41,23 @@ def due_jobs(conn: Db, chain_id: int, now: int) -> list[JobState]:
 
 def due_tasks(conn: Db, chain_id: int, now: int) -> list[TaskState]:
     """Non-terminal tasks past one of their deadlines at ``now``: expired, or an appeal
-    window or evaluation window over (a deadline still unknown is NULL, never past)."""
-    marks = ",".join("?" * len(TERMINAL_TASK_STATUSES))
+    window or evaluation window over (a deadline still unknown is NULL, never past). Off
+    ``tasks_status_page``, so the ended tasks of the history are never read."""
+    marks = ",".join("?" * len(LIVE_TASK_STATUSES))
     rows = conn.execute(
-        f"SELECT * FROM tasks WHERE chain_id = ? AND status NOT IN ({marks}) "
+        f"SELECT * FROM tasks WHERE status IN ({marks}) AND {_chain(conn)} = ? "
         "AND (expiry_time < ? OR appeal_deadline <= ? OR evaluation_deadline < ?)",
-        (chain_id, *TERMINAL_TASK_STATUSES, now, now, now),
+        (*LIVE_TASK_STATUSES, chain_id, now, now, now),
     ).fetchall()
     return [task_from_row(r) for r in rows]
+
+
+def _chain(conn: Db) -> str:
+    """The chain column as the deadline reads compare it: ``+chain_id`` keeps SQLite's
+    planner off the primary key, whose chain_id prefix matches every row of a one-chain
+    file, and on the status indexes, whatever its statistics say (PostgreSQL's planner
+    weighs that from its own)."""
+    return "chain_id" if dialect(conn) == "postgresql" else "+chain_id"
 
 
 def job_from_row(row: DbRow) -> JobState:

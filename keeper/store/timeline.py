@@ -21,7 +21,7 @@ from typing import Final
 
 from keeper.domain.planner import Action, PlannerConfig, plan_job, plan_task
 from keeper.store.db import Db, dialect
-from keeper.store.states import job_from_row, task_from_row
+from keeper.store.states import due_jobs, due_tasks
 
 __all__ = [
     "Flow",
@@ -49,10 +49,6 @@ _TASK_EXITS: Final = ("TaskCompleted", "TaskAccepted", "TaskExpired", "TaskCance
 _VERDICTS: Final = ("JobCompleted", "JobRejected")
 # the keeper outcomes the page tells apart; every other outcome is a failure
 _OUTCOME_GROUPS: Final = {"confirmed": "confirmed", "preempted": "preempted"}
-_LIVE_JOBS: Final = ("funded", "submitted", "open")
-_LIVE_TASKS: Final = (
-    "open", "claimed", "worker_selected", "pending_approval", "review", "appealing",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,30 +243,17 @@ def verdict_failures(
 def deadlines_ahead(conn: Db, chain_id: int, until: int, config: PlannerConfig) -> list[Action]:
     """Every keeper call due by ``until``, by the planner's own rules (overdue ones too).
 
-    Jobs come off ``jobs_due`` (only those whose deadline falls by ``until``);
-    tasks off ``tasks_status_page`` (live tasks only). ``+chain_id`` keeps the planner
-    off SQLite's primary key, whose chain_id prefix matches every row of a one-chain
-    file (PostgreSQL's planner weighs that from its statistics).
+    Read as the keeper reads its subjects (``keeper.store.states``): jobs off
+    ``jobs_due``, only those whose deadline falls by ``until``; live tasks off
+    ``tasks_status_page``.
     """
-    chain = "chain_id" if dialect(conn) == "postgresql" else "+chain_id"
-    jobs = conn.execute(
-        f"SELECT * FROM jobs WHERE status IN ({', '.join('?' * len(_LIVE_JOBS))}) "
-        f"AND expired_at <= ? AND {chain} = ?",
-        (*_LIVE_JOBS, until, chain_id),
-    ).fetchall()
-    tasks = conn.execute(
-        f"SELECT * FROM tasks WHERE status IN ({', '.join('?' * len(_LIVE_TASKS))}) "
-        f"AND {chain} = ? "
-        "AND (expiry_time < ? OR evaluation_deadline < ? OR appeal_deadline <= ?)",
-        (*_LIVE_TASKS, chain_id, until, until, until),
-    ).fetchall()
     out: list[Action] = []
-    for row in jobs:
-        decided = plan_job(job_from_row(row), until, config)
+    for job in due_jobs(conn, chain_id, until):
+        decided = plan_job(job, until, config)
         if isinstance(decided, Action):
             out.append(decided)
-    for row in tasks:
-        decided = plan_task(task_from_row(row), until)
+    for task in due_tasks(conn, chain_id, until):
+        decided = plan_task(task, until)
         if isinstance(decided, Action):
             out.append(decided)
     out.sort(key=lambda a: (a.due_at, a.contract, a.subject))
