@@ -208,6 +208,23 @@ def due_for_retry(conn: Db, chain_id: int, now: int, limit: int = 100) -> list[V
     return [VerificationRow(*r) for r in rows]
 
 
+def resume_retries(conn: Db, chain_id: int, since: int) -> int:
+    """Make due at once the ``unavailable`` verifications first tried at or after ``since``
+    that were given no retry (their verifier had nothing to ask again); returns how many.
+
+    Run when a verifier that can ask starts: a source configured since then gets the
+    verdicts still within their retry horizon. Those that gave up at the horizon's end
+    are tried once more and give up again.
+    """
+    with transaction(conn):
+        cursor = conn.execute(
+            "UPDATE verifications SET next_retry_at = 0 WHERE chain_id = ? "
+            "AND status = 'unavailable' AND next_retry_at IS NULL AND first_attempt_at >= ?",
+            (chain_id, since),
+        )
+    return cursor.rowcount
+
+
 def history(conn: Db, chain_id: int, contract: str, job_id: str) -> list[HistoryEntry]:
     """Every report revision of one verdict, oldest first."""
     rows = conn.execute(

@@ -14,7 +14,8 @@ The re-run executes in the verifier's ``Sandbox`` when it has one (the daemon
 and ``keeper verify`` do), so a hostile schema costs a bounded time and memory.
 
 ``unavailable`` is retried with exponential backoff until a horizon measured
-from the first attempt (``next_retry_at``, pure), and so is a failure judged on
+from the first attempt (``next_retry_at``, pure), where a source could answer later
+(``Verifier.retries``), and so is a failure judged on
 a document or content that was not the committed one (``checked_again``: a
 source serving a wrong answer for longer than two asks may serve the right one
 later, and the verdict then turns ``verified``); every other status is final until
@@ -43,6 +44,7 @@ from keeper.verify.github_rerun import rerun as github_rerun
 from keeper.verify.report import ChainRef, Report, build_report
 from keeper.verify.sandbox import Sandbox, SandboxFault, SandboxTimeout
 from keeper.verify.sources import FetchContext, Fetched, Problem, Source, SourceFailure
+from keeper.verify.submission import StoredDocumentSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,20 @@ class Verifier:
     sandbox: Sandbox | None = None
     # GitHub's API for GitHubEval's online steps; None leaves them not_reproducible
     github: GitHubClient | None = None
+
+    @property
+    def retries(self) -> RetryPolicy | None:
+        """The retry schedule, or None when a retry could find nothing this try did not.
+
+        Only a source that is asked (not the posted documents: a post makes its
+        verdict's verification due at once), content to fetch or GitHub's API can
+        answer later. Without any, every verdict of a catch-up would be checked some
+        thirty times in a day for nothing.
+        """
+        fetching = any(not isinstance(s, StoredDocumentSource) for s in self.sources)
+        if fetching or self.content_sources or self.github is not None:
+            return self.policy
+        return None
 
 
 @dataclass(frozen=True, slots=True)

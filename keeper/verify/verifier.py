@@ -55,8 +55,14 @@ async def verify_pending(
     stopped. The pass's results are stored together (``_Pass``).
     """
     chain_id = scan.chain_id
+    starting = scan.rollback_seq is None  # a daemon's first pass (keeper.verify.scan)
     scan.sync(conn)
-    batch = _Pass(conn, verifier.policy, now)
+    policy = verifier.retries
+    if starting and policy is not None:
+        resumed = store.resume_retries(conn, chain_id, now - policy.horizon)
+        if resumed:
+            log.info("verify_retries_resumed", chain_id=chain_id, verifications=resumed)
+    batch = _Pass(conn, policy, now)
     for o in list(scan.recheck):
         latest = _latest(conn, chain_id, o.contract, o.job_id, o.event_name, verifier, again=False)
         if latest is None:
@@ -90,7 +96,7 @@ class _Pass:
     verdict only then.
     """
 
-    def __init__(self, conn: Db, policy: RetryPolicy, now: int) -> None:
+    def __init__(self, conn: Db, policy: RetryPolicy | None, now: int) -> None:
         self.conn, self.policy, self.now = conn, policy, now
         self.checked: list[tuple[Checked, Callable[[], None] | None]] = []
         self.subjects: set[tuple[str, str]] = set()
@@ -178,11 +184,11 @@ async def verify_and_record(
 ) -> store.VerificationRow:
     """Verify one ERC-8183 verdict and store the result (see ``record_verification``)."""
     run = _verdict_run(verdict, verifier)
-    return await record_verification(conn, verdict.chain, run, verifier.policy, now)
+    return await record_verification(conn, verdict.chain, run, verifier.retries, now)
 
 
 async def record_verification(
-    conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: int
+    conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy | None, now: int
 ) -> store.VerificationRow:
     """Run and store a verification: a changed outcome appends a revision, a repeat reschedules."""
     return store_checked(conn, await check(conn, chain, run, policy, now))
@@ -198,8 +204,11 @@ class Checked:
     document: bytes | None
 
 
-async def check(conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: int) -> Checked:
-    """Run a verification on top of the stored one: its revision, attempts and next retry."""
+async def check(
+    conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy | None, now: int
+) -> Checked:
+    """Run a verification on top of the stored one: its revision, attempts and next retry
+    (none without a ``policy``: ``Verifier.retries``)."""
     job_id = str(chain.job_id)
     previous = store.get_verification(conn, chain.chain_id, chain.contract, job_id)
     parent = stored_report(previous.report_json, previous.report_digest) if previous else None
@@ -209,7 +218,7 @@ async def check(conn: Db, chain: ChainRef, run: Run, policy: RetryPolicy, now: i
     attempts = (previous.attempts if previous else 0) + 1
     first = previous.first_attempt_at if previous else now
     retry = None
-    if checked_again(outcome.status, outcome.committed):
+    if policy is not None and checked_again(outcome.status, outcome.committed):
         retry = next_retry_at(attempts, now, first_attempt_at=first, policy=policy)
     row = store.VerificationRow(
         chain_id=chain.chain_id,

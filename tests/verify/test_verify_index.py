@@ -20,10 +20,11 @@ from keeper.store.migrations import migrate
 from keeper.verify.canonical import digest, keccak_hex
 from keeper.verify.command import main
 from keeper.verify.failures import Failure, FailureCode
+from keeper.verify.github_api import GitHubClient
 from keeper.verify.scan import PendingScan
-from keeper.verify.sources import ContentSource, HttpSource
+from keeper.verify.sources import ContentSource, DirectorySource, HttpSource
 from keeper.verify.submission import Accepted, StoredDocumentSource, accept_submission
-from keeper.verify.verdict import Verifier
+from keeper.verify.verdict import RetryPolicy, Verifier
 from keeper.verify.verifier import verify_pending
 
 CHAIN_ID = 31337
@@ -249,3 +250,71 @@ class TestSubmission:
         again = store.get_verification(conn, CHAIN_ID, CONTRACT, "7")
         assert again is not None and again.next_retry_at is None
         assert not any(r.startswith("/v1/jobs") for r in evaluator.requests)
+
+
+class TestRetriesOnlyWhereSomethingCanAnswer:
+    def test_a_retry_schedule_only_with_something_to_ask(
+        self, conn: sqlite3.Connection, tmp_path: Path
+    ) -> None:
+        """Posted documents alone give no schedule; a source, content or GitHub's API does."""
+        policy = RetryPolicy(horizon=500)
+        posted = StoredDocumentSource(conn)
+        assert Verifier([], policy=policy).retries is None
+        assert Verifier([posted], policy=policy).retries is None
+        asked = DirectorySource(tmp_path)
+        assert Verifier([posted, asked], policy=policy).retries is policy
+        assert Verifier([posted], [asked], policy=policy).retries is policy
+        github = GitHubClient("https://github.invalid/api")
+        assert Verifier([posted], policy=policy, github=github).retries is policy
+
+    async def test_without_a_source_a_post_is_the_only_retry(
+        self, conn: sqlite3.Connection
+    ) -> None:
+        """Nothing to ask: the verdict stays unavailable with no retry however late it
+        gets, until its document is posted, which makes it due at once."""
+        scan = PendingScan(CHAIN_ID)
+        doc = verdict(8, COMPLETE, "complete")
+        _index(conn, doc, COMPLETE, block=15)
+        verifier = Verifier([StoredDocumentSource(conn)])
+        assert await verify_pending(conn, scan, verifier, now=1000) == 1
+        row = store.get_verification(conn, CHAIN_ID, CONTRACT, "8")
+        assert row is not None and (row.status, row.next_retry_at) == ("unavailable", None)
+        assert await verify_pending(conn, scan, verifier, now=1000 + 86_400) == 0
+        assert accept_submission(conn, CHAIN_ID, body(doc)) == Accepted(
+            digest(doc), ((CONTRACT, "8"),)
+        )
+        assert await verify_pending(conn, scan, verifier, now=1000 + 86_401) == 1
+        row = store.get_verification(conn, CHAIN_ID, CONTRACT, "8")
+        assert row is not None and (row.attempts, row.document_digest) == (2, digest(doc))
+
+    async def test_a_source_configured_later_gets_the_verdicts_within_their_horizon(
+        self, conn: sqlite3.Connection, tmp_path: Path
+    ) -> None:
+        """A daemon restarted with a source retries, on its first pass, the verdicts left
+        unavailable without a retry whose first attempt is within the horizon; not the
+        older ones, and not again on its next pass."""
+        scan = PendingScan(CHAIN_ID)
+        old, recent = verdict(9, COMPLETE, "complete"), verdict(10, COMPLETE, "complete")
+        alone = Verifier([StoredDocumentSource(conn)])
+        _index(conn, old, COMPLETE, block=16)
+        assert await verify_pending(conn, scan, alone, now=1000) == 1
+        _index(conn, recent, COMPLETE, block=17)
+        assert await verify_pending(conn, scan, alone, now=1000 + 3_600) == 1
+        folder = tmp_path / "verdicts"
+        folder.mkdir()
+        for doc in (old, recent):
+            (folder / f"{digest(doc)}.json").write_bytes(body(doc))
+        asking = Verifier(
+            [StoredDocumentSource(conn), DirectorySource(folder)],
+            policy=RetryPolicy(horizon=3_000),
+        )
+        restarted = PendingScan(CHAIN_ID)
+        assert await verify_pending(conn, restarted, asking, now=1000 + 3_700) == 1
+        first = store.get_verification(conn, CHAIN_ID, CONTRACT, "9")
+        second = store.get_verification(conn, CHAIN_ID, CONTRACT, "10")
+        assert first is not None and (first.attempts, first.document_digest) == (1, None)
+        assert second is not None and (second.attempts, second.document_digest) == (
+            2,
+            digest(recent),
+        )
+        assert await verify_pending(conn, restarted, asking, now=1000 + 3_800) == 0
