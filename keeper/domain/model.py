@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 ArgValue: TypeAlias = int | str | bool | tuple["ArgValue", ...]
 
@@ -64,6 +64,19 @@ class TaskStatus(IntEnum):
     @property
     def label(self) -> str:
         return self.name.lower()
+
+
+# the labels of the subjects still holding or awaiting escrow, as the store keeps them
+# (its reads of what a keeper tick and the status figures look at)
+LIVE_JOB_STATUSES: Final = tuple(
+    s.label for s in (JobStatus.OPEN, JobStatus.FUNDED, JobStatus.SUBMITTED)
+)
+TERMINAL_TASK_STATUSES: Final = tuple(
+    s.label for s in (TaskStatus.ACCEPTED, TaskStatus.EXPIRED, TaskStatus.CANCELLED)
+)
+LIVE_TASK_STATUSES: Final = tuple(
+    s.label for s in TaskStatus if s.label not in TERMINAL_TASK_STATUSES
+)
 
 
 class VerdictType(IntEnum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from keeper.domain.model import TaskStatus
+from keeper.domain.model import LIVE_TASK_STATUSES
 
 if TYPE_CHECKING:
     from keeper.store.db import Db
@@ -35,10 +35,8 @@ __all__ = [
 
 # (contract, label, count) rows of one GROUP BY
 CountRows = list[tuple[str, str, int]]
-_TERMINAL_TASKS: Final = ("accepted", "expired", "cancelled")
 # Escrow is held by a job only once funded; an Open job's budget is a promise.
 _HOLDING_JOBS: Final = ("funded", "submitted")
-_LIVE_TASKS: Final = tuple(s.label for s in TaskStatus if s.label not in _TERMINAL_TASKS)
 
 
 def refundable(status: str, budget: int, settled: int) -> int:
@@ -147,7 +145,7 @@ def escrow_locked(conn: Db, *, chain_id: int | None = None) -> list[dict[str, An
         elif int(row[4]) > 0:
             add(key, int(row[4]), False)
     for row in conn.execute(
-        f"SELECT contract, reward FROM tasks WHERE status IN {_LIVE_TASKS}{chain}",
+        f"SELECT contract, reward FROM tasks WHERE status IN {LIVE_TASK_STATUSES}{chain}",
         params,
     ):
         add((str(row[0]), "", "tasks"), int(row[1]), True)

@@ -15,15 +15,17 @@ import json
 from dataclasses import fields
 from typing import Any, Final
 
-from keeper.domain.model import JobState, JobStatus, TaskState, TaskStatus, VerdictType
+from keeper.domain.model import (
+    LIVE_JOB_STATUSES,
+    LIVE_TASK_STATUSES,
+    JobState,
+    JobStatus,
+    TaskState,
+    TaskStatus,
+    VerdictType,
+)
 from keeper.store.db import Db, DbRow, dialect
 from keeper.store.index_rows import description_from_json
-
-LIVE_JOB_STATUSES: Final = ("open", "funded", "submitted")
-TERMINAL_TASK_STATUSES: Final = ("accepted", "expired", "cancelled")
-LIVE_TASK_STATUSES: Final = tuple(
-    s.label for s in TaskStatus if s.label not in TERMINAL_TASK_STATUSES
-)
 
 _JOB_INTS: Final = {"budget", "funded_amount", "refunded_amount", "paid_amount", "settled_amount"}
 _TASK_INTS: Final = {"reward", "evaluator_stake", "paid_amount", "refunded_amount"}

@@ -7,14 +7,9 @@ both reads, and the keeper benchmark times this read beside the daemon's.
 
 from __future__ import annotations
 
-from keeper.domain.model import JobState, TaskState
+from keeper.domain.model import LIVE_JOB_STATUSES, TERMINAL_TASK_STATUSES, JobState, TaskState
 from keeper.store.db import Db
-from keeper.store.states import (
-    LIVE_JOB_STATUSES,
-    TERMINAL_TASK_STATUSES,
-    job_from_row,
-    task_from_row,
-)
+from keeper.store.states import job_from_row, task_from_row
 
 
 def every_open(conn: Db, chain_id: int) -> tuple[list[JobState], list[TaskState]]:
