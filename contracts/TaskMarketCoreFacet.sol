@@ -145,9 +145,12 @@ contract TaskMarketCoreFacet is TaskMarketBase {
         uint256 active = s.activeSubmissions[taskId];
         if (active == 0) revert NoActiveSubmissions();
         s.rejected[taskId][worker] = true;
+        // revision 13's rule: a worker who never submitted frees nothing (before it, a
+        // rejection freed at least one, so rejecting any address cleared a live submission)
         uint256 count = s.submissionCount[taskId][worker];
-        uint256 decrement = count > 0 ? count : 1;
-        s.activeSubmissions[taskId] = active > decrement ? active - decrement : 0;
+        if (count > 0) {
+            s.activeSubmissions[taskId] = active > count ? active - count : 0;
+        }
         emit SubmissionRejected(taskId, worker);
     }
 

@@ -97,7 +97,14 @@ def _contest_submitted(st: TaskState, worker: str) -> None:
 
 
 def _submission_rejected(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
-    """The contract subtracts the worker's whole submission count (at least 1)."""
+    """The worker's whole submission count, and at least 1: the most any revision subtracts.
+
+    Revisions before 8 subtract 1, 8-12 the worker's count or 1 for a worker who never
+    submitted, 13 on the count and nothing for such a worker; an event does not say which
+    revision emitted it. Subtracting the most keeps the count at or below the chain's, so
+    the planner errs toward a refund the chain still refuses (``SubmissionsExist`` in the
+    simulation, looked at again a few blocks later), never away from one it owes.
+    """
     worker = as_str(e.args["worker"])
     counts = _submitters(st)
     decrement = max(counts.pop(worker, 0), 1)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from keeper_harness import CLIENT, DEPLOYER, Escrows, MakeKeeper, address_of
+from keeper_harness import CLIENT, DEPLOYER, WORKER, Escrows, MakeKeeper, address_of
 from support import keeper_books
 from taskmarket_harness import REWARD, Diamond
 
@@ -155,6 +155,33 @@ async def test_bounty_with_submissions_is_not_refunded(
     assert (row.mode, row.status, row.extra["active_submissions"]) == (BOUNTY, TaskStatus.OPEN, "1")
     assert keeper_books.all_intents(keeper.store) == []
     assert [r.kind.value for r in keeper.last.reports] == ["submissions_pending_past_expiry"]  # type: ignore[union-attr]
+
+
+async def test_a_count_below_the_chains_costs_a_simulation_not_a_refund(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """Rejecting an address that never submitted frees nothing on chain (revision 13),
+    while the index subtracts at least one (earlier revisions did): past expiry the keeper
+    plans the refund, the simulation refuses it (SubmissionsExist) and nothing is sent;
+    once the real worker is rejected too, the task is refunded."""
+    dm = Diamond(escrows)
+    task_id = dm.bounty_with_submission(300)
+    reject = "rejectSubmission(bytes32,address)"
+    dm.relay(CLIENT, reject, bytes.fromhex(task_id[2:]), address_of(DEPLOYER))
+    keeper = make_keeper()
+    escrows.control.mine_at(dm.task(task_id).expiry_time + 10)
+    assert await _tick(rpc, keeper, index) == 0
+    assert index.task(dm.address, task_id).extra["active_submissions"] == "0"
+    assert keeper_books.outcome_counts(keeper.store) == {"preempted": 1}
+    assert dm.task(task_id).status is TaskStatus.OPEN
+    dm.relay(CLIENT, reject, bytes.fromhex(task_id[2:]), address_of(WORKER))
+    sent = 0
+    for _ in range(8):  # the preempted intent is looked at again a few blocks later
+        escrows.control.mine()
+        sent += await _tick(rpc, keeper, index)
+    assert sent == 1
+    escrows.control.mine()
+    assert dm.task(task_id).status is TaskStatus.EXPIRED
 
 
 async def test_old_and_new_shapes_fill_the_same_tables(

@@ -224,6 +224,19 @@ class TestRefund:
         c.expect_revert(STRANGER, fn, "TaskNotYetExpired()", at=old + 1)
         c.send(STRANGER, fn, at=old + 1001)
 
+    def test_rejecting_a_worker_who_never_submitted_frees_nothing(self, c: Chain) -> None:
+        """Revision 13's rule: the live submission still blocks the refund after a
+        stranger is rejected; rejecting its worker frees it."""
+        task, _ = create(c, duration=300, mode=BOUNTY)
+        r = c.send(PROVIDER, relayed(c, c.dm.functions.submitWork(task, b"\x34" * 32)))
+        expiry = c.dm.functions.getTask(task).call()[6]
+        stranger = c.dm.functions.rejectSubmission(task, address_of(STRANGER))
+        c.send(CLIENT, relayed(c, stranger))
+        fn = c.dm.functions.refundExpired(task, 0)
+        c.expect_revert(STRANGER, fn, "SubmissionsExist()", at=max(expiry, c.block_time(r)) + 1)
+        c.send(CLIENT, relayed(c, c.dm.functions.rejectSubmission(task, address_of(PROVIDER))))
+        assert c.names(c.send(STRANGER, fn), c.dm)[0] == "TaskExpired"
+
     def test_bounty_with_submissions_is_refused_until_rejected(self, c: Chain) -> None:
         """SubmissionsExist while a submission is active; after rejecting it, refunded."""
         task, _ = create(c, duration=300, mode=BOUNTY)
