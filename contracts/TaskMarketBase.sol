@@ -207,6 +207,8 @@ abstract contract TaskMarketBase {
     error UseEvaluate();
     error EvaluatorAlreadyAssigned();
     error InvalidEvaluator();
+    error EvaluatorCannotBeRequester();
+    error DisputeResolverCannotBeRequester();
     error WrongStatusForEvaluation();
     error AppealWindowClosed();
     error AppealWindowStillOpen();
@@ -292,8 +294,9 @@ abstract contract TaskMarketBase {
         address requester,
         TaskEvaluatorConfig memory c
     ) internal {
-        if (c.evaluator == address(0) || c.evaluator == requester) revert InvalidEvaluator();
-        if (c.disputeResolver == requester) revert InvalidEvaluator();
+        if (c.evaluator == address(0)) revert InvalidEvaluator();
+        if (c.evaluator == requester) revert EvaluatorCannotBeRequester();
+        if (c.disputeResolver == requester) revert DisputeResolverCannotBeRequester();
         if (s.evalConfigs[taskId].evaluator != address(0)) revert EvaluatorAlreadyAssigned();
         if (c.evaluatorFeeBps > BPS) revert FeeBpsTooHigh();
         if (c.appealWindow < MIN_APPEAL_WINDOW) revert AppealWindowTooShort();

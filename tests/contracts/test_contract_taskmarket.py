@@ -152,6 +152,23 @@ class TestCreation:
         )  # fmt: skip
         c.expect_revert(CLIENT, fn, "NotTrustedForwarder()")
 
+    def test_evaluator_terms_are_refused_with_revision_17s_errors(self, c: Chain) -> None:
+        """The requester as evaluator or as dispute resolver, and terms without an
+        evaluator, each refused with the error that names it."""
+        c.fund_account(CLIENT, 3 * REWARD, c.dm.address)
+        client, evaluator = address_of(CLIENT), address_of(EVALUATOR)
+        for terms, error in (
+            ((client, 0, 500, EVAL_WINDOW, APPEAL_WINDOW, ZERO), "EvaluatorCannotBeRequester()"),
+            ((evaluator, 0, 500, EVAL_WINDOW, APPEAL_WINDOW, client),
+             "DisputeResolverCannotBeRequester()"),
+            ((ZERO, 0, 500, 0, 0, ZERO), "InvalidEvaluator()"),
+        ):  # fmt: skip
+            fn = c.dm.functions.createTask(
+                (REWARD, 100, bytes.fromhex(CLAIM[2:]), 0, 0, b"\0" * 4),
+                (False, 0), ([], b""), (b"\0" * 32, "", []), terms,
+            )  # fmt: skip
+            c.expect_revert(CLIENT, relayed(c, fn), error)
+
 
 class TestEvaluatorTimeout:
     def test_requester_only_through_forwarder(self, c: Chain) -> None:
