@@ -22,6 +22,7 @@ ARTIFACT_NAMES: tuple[str, ...] = (
     "LegacyAgenticCommerce",
     "LegacyTaskMarket",
     "MockUSDC",
+    "MonolithicTaskMarket",
     "Multicall3",
     "SwitchableHook",
     "TaskMarket",

@@ -4,7 +4,10 @@ Upstream is ``daydreamsai/taskmarket-contracts``: an EIP-2535 diamond since revi
 ``LibRevision.CURRENT_REVISION = 21`` today. The keeper calls three functions; what
 changed across revisions for them is one thing, the refund's second argument:
 
-- revisions 1-6 (and the monolithic contract before the diamond): ``refundExpired(bytes32)``;
+- revisions 1-6: ``refundExpired(bytes32)``, with ``finalizeVerdict``;
+- the single (UUPS) contract before the diamond: ``refundExpired(bytes32)`` and no
+  evaluator calls at all, reverting with ``Error(string)`` messages; like every revision
+  before 16 it pays a repeated refund again;
 - revisions 7-21: ``refundExpired(bytes32 taskId, uint256 requesterAgentId)``; the old
   selector answers ``Error("Diamond: function not found")``.
 
@@ -81,6 +84,16 @@ TASKMARKET_PRE7: Final = Dialect(
     lacks=("refundExpired(bytes32,uint256)",),
 )
 
+TASKMARKET_MONOLITHIC: Final = Dialect(
+    name="TaskMarketMonolithic",
+    protocol=_TM,
+    revisions="the single UUPS contract before the diamond, without evaluators",
+    calls={ActionKind.REFUND_EXPIRED: CallShape("refundExpired(bytes32)", (_S,))},
+    requires=("refundExpired(bytes32)",),
+    lacks=("finalizeVerdict(bytes32)", "refundExpired(bytes32,uint256)"),
+    note="a repeated refundExpired pays again: only the index's TaskExpired stops the keeper",
+)
+
 DIAMOND_FUNCTION_NOT_FOUND: Final = "Diamond: function not found"
 
 _P, _N, _D, _X, _O = (
@@ -93,7 +106,7 @@ _P, _N, _D, _X, _O = (
 
 TASKMARKET: Final = ProtocolTable(
     protocol=_TM,
-    dialects=(TASKMARKET_CURRENT, TASKMARKET_PRE7),
+    dialects=(TASKMARKET_CURRENT, TASKMARKET_PRE7, TASKMARKET_MONOLITHIC),
     errors=(
         # permission: final for the keeper's key
         ErrorRule("NotTrustedForwarder()", _N, "requester-only call not through a forwarder"),
@@ -124,5 +137,17 @@ TASKMARKET: Final = ProtocolTable(
         ErrorRule("AppealWindowActive()", _D, "earlier devnet contract"),
         ErrorRule("TaskNotFound()", _O, "earlier devnet contract: no such task"),
     ),
-    error_strings={DIAMOND_FUNCTION_NOT_FOUND: _N},
+    error_strings={
+        DIAMOND_FUNCTION_NOT_FOUND: _N,
+        # the single contract's require() messages around refundExpired(bytes32)
+        "Task not expired": _D,
+        "Task already accepted": _P,
+        "Task cancelled": _P,
+        "Task does not exist": _O,
+        "Refund failed": _O,
+        "Stake return failed": _O,
+        "Worker payment failed": _O,
+        "Fee transfer failed": _O,
+        "Requester refund failed": _O,
+    },
 )

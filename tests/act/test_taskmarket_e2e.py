@@ -4,33 +4,51 @@ what the keeper decides comes from the indexed rows, exactly as in the daemon.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import eth_abi
 import pytest
-from keeper_harness import CLIENT, DEPLOYER, WORKER, Escrows, MakeKeeper, address_of
+from eth_utils import keccak
+from keeper_harness import (
+    CLIENT,
+    DEPLOYER,
+    WORKER,
+    Escrows,
+    MakeKeeper,
+    address_of,
+    calldata,
+)
 from support import keeper_books
 from taskmarket_harness import REWARD, Diamond
+from web3 import Web3
 
 from keeper.compose import build_rpc
-from keeper.config import Config, load_config
-from keeper.domain.model import BlockHeader, TaskState, TaskStatus
-from keeper.domain.taskmodes import BOUNTY
+from keeper.config import Config, ContractConfig, load_config
+from keeper.devnet import deploy
+from keeper.domain.dialects import ErrorClass
+from keeper.domain.dialects_taskmarket import TASKMARKET, TASKMARKET_MONOLITHIC
+from keeper.domain.model import BlockHeader, Protocol, TaskState, TaskStatus
+from keeper.domain.planner import ActionKind
+from keeper.domain.taskmodes import BOUNTY, CLAIM
 from keeper.errors import RetryableError
 from keeper.indexing import build_indexing
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
+from keeper.rpc.errors import ExecutionRevertedError
 from keeper.store.db import connect
 from keeper.store.migrations import migrate
 from keeper.store.states import due_tasks, task_from_row
 
 
-def _config(tmp: Path, escrows: Escrows) -> Config:
+def _config(tmp: Path, escrows: Escrows, extra: Sequence[ContractConfig] = ()) -> Config:
     d = escrows.d
+    contracts = [(n, p, a) for n, p, a in d.escrows()]
+    contracts += [(c.name, c.protocol, c.address) for c in extra]
     blocks = "".join(
         f'[[contracts]]\nname = "{n}"\nprotocol = "{p.value}"\naddress = "{a}"\n'
         f"start_block = {d.start_block}\n"
-        for n, p, a in d.escrows()
+        for n, p, a in contracts
     )
     path = tmp / "e2e.toml"
     path.write_text(
@@ -182,6 +200,78 @@ async def test_a_count_below_the_chains_costs_a_simulation_not_a_refund(
     assert sent == 1
     escrows.control.mine()
     assert dm.task(task_id).status is TaskStatus.EXPIRED
+
+
+CREATE_SINGLE = "createTask(uint256,uint256,bytes4,uint256,uint256,bytes32,string,bytes4)"
+
+
+async def test_the_single_contract_before_the_diamond_is_refunded_once(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """The UUPS contract the diamond replaced answers refundExpired(bytes32) and no
+    finalizeVerdict: detected as TaskMarketMonolithic, its expired task is refunded once
+    (the contract would pay a second refundExpired again; the keeper never sends one).
+    Its Error(string) refusals are classified: too early is not yet due, an accepted
+    task's refund preempted."""
+    d = escrows.d
+    w3 = deploy.connect(escrows.url)
+    usdc, treasury = (Web3.to_checksum_address(a) for a in (d.usdc, d.treasury))
+    mono = deploy.deploy_contract(w3, DEPLOYER, "MonolithicTaskMarket", usdc, treasury, 500)
+    escrows.call(DEPLOYER, mono, "addForwarder(address)", d.taskmarket_forwarder)
+    ids = []
+    for nonce in range(2):
+        escrows.call(DEPLOYER, d.usdc, "mint(address,uint256)", mono, REWARD)
+        create = calldata(CREATE_SINGLE, REWARD, 300, bytes.fromhex(CLAIM[2:]), 0, 0,
+                          b"\0" * 32, "", b"\0" * 4)  # fmt: skip
+        escrows.call(CLIENT, d.taskmarket_forwarder, "forward(address,bytes)", mono,
+                     bytes.fromhex(create[2:]))  # fmt: skip
+        ids.append(keccak(eth_abi.encode(["uint256", "address", "address", "uint256"],
+                                         [31337, mono, address_of(CLIENT), nonce])))  # fmt: skip
+    refunded, accepted = ("0x" + i.hex() for i in ids)
+    for signature, key, *args in (
+        ("claimTask(bytes32,uint256)", WORKER, ids[1], 0),
+        ("submitWork(bytes32,bytes32)", WORKER, ids[1], b"\x21" * 32),
+        ("acceptSubmission(bytes32,address)", CLIENT, ids[1], address_of(WORKER)),
+    ):
+        call = calldata(signature, *args)
+        escrows.call(key, d.taskmarket_forwarder, "forward(address,bytes)", mono,
+                     bytes.fromhex(call[2:]))  # fmt: skip
+    config = ContractConfig("taskmarket_single", Protocol.TASKMARKET, mono, d.start_block)
+    index = Index(_config(tmp_path, escrows, [config]))
+    try:
+        keeper = make_keeper(contracts=[config])
+        await index.to_head()
+        index_expiry = index.task(mono, refunded).expiry_time
+        expiry = int.from_bytes(escrows.view(mono, calldata("taskState(bytes32)", ids[0]))[32:])
+        assert index_expiry == expiry
+        refund = TASKMARKET_MONOLITHIC.calls[ActionKind.REFUND_EXPIRED]
+
+        async def refused(task_id: str) -> ErrorClass | None:
+            with pytest.raises(ExecutionRevertedError) as reverted:
+                await rpc.call(mono, refund.encode(task_id))
+            known = TASKMARKET.classify(reverted.value.revert_data)
+            return known[0] if known is not None else None
+
+        assert await refused(refunded) is ErrorClass.NOT_YET_DUE  # "Task not expired"
+        escrows.control.mine_at(expiry + 1)
+        assert await refused(accepted) is ErrorClass.PREEMPTED  # "Task already accepted"
+        sent = await _tick(rpc, keeper, index)
+        assert keeper.dialects is not None
+        assert keeper.dialects.detections[mono].dialect == "TaskMarketMonolithic"
+        assert sent == 1
+        for _ in range(8):  # confirmed, indexed, and never sent again
+            escrows.control.mine()
+            sent += await _tick(rpc, keeper, index)
+        assert sent == 1
+        assert index.task(mono, refunded).status is TaskStatus.EXPIRED
+        [attempt] = keeper_books.all_attempts(keeper.store)
+        tx = escrows.control.call("eth_getTransactionByHash", attempt.tx_hash)
+        assert refund.encode(refunded).hex() in tx["input"]  # inside a Multicall3 batch
+        assert index.task(mono, accepted).status is TaskStatus.ACCEPTED
+        assert keeper_books.outcome_counts(keeper.store) == {"confirmed": 1}
+    finally:
+        await index.rpc.close()
+        index.conn.close()
 
 
 async def test_old_and_new_shapes_fill_the_same_tables(
