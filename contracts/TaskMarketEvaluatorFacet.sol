@@ -67,7 +67,11 @@ contract TaskMarketEvaluatorFacet is TaskMarketBase {
         v.confidence = confidence;
         v.evidenceHash = evidenceHash;
         _storeAwards(v, awards);
-        if (_contest(t.mode) && awards.length > 0) t.worker = awards[0].worker;
+        // revision 21: a zero award names no recipient; the first paid one is the worker
+        if (_contest(t.mode)) {
+            address paid = _firstPaid(v.awards);
+            if (paid != address(0)) t.worker = paid;
+        }
         _openAppeal(s, t, taskId, uint8(verdictType), score);
     }
 
@@ -191,6 +195,13 @@ contract TaskMarketEvaluatorFacet is TaskMarketBase {
         if (total > t.reward - fee) revert AwardsExceedEscrow();
     }
 
+    function _firstPaid(Award[] storage awards) private view returns (address) {
+        for (uint256 i = 0; i < awards.length; ++i) {
+            if (awards[i].amount != 0) return awards[i].worker;
+        }
+        return address(0);
+    }
+
     function _storeAwards(Verdict storage v, Award[] calldata awards) private {
         delete v.awards;
         for (uint256 i = 0; i < awards.length; ++i) {
@@ -205,6 +216,9 @@ contract TaskMarketEvaluatorFacet is TaskMarketBase {
         uint256 rest = t.reward - s.evalFeePaid[taskId];
         t.reward = 0;
         t.status = TaskStatus.Accepted;
+        // revision 21: a contest's worker is the final verdict's first paid award, none
+        // when it pays no one; a claimed, pitched or auctioned task keeps its locked worker
+        if (_contest(t.mode)) t.worker = _firstPaid(awards);
         for (uint256 i = 0; i < awards.length; ++i) {
             if (awards[i].amount == 0) continue;
             rest -= awards[i].amount;

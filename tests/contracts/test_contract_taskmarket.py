@@ -225,6 +225,23 @@ class TestRefund:
         c.send(STRANGER, c.dm.functions.refundExpired(task, 0), at=expiry + 1)
         assert status(c, task) == EXPIRED
 
+    def test_a_zero_award_names_no_worker(self, c: Chain) -> None:
+        """Revision 21: a contest's worker is the first paid award, not the first award;
+        a zero-only final verdict clears the one an earlier verdict chose."""
+        task, _ = create(c, mode=BOUNTY, evaluator=True)
+        for key, work in ((STRANGER, b"\x23"), (PROVIDER, b"\x24")):
+            c.send(key, relayed(c, c.dm.functions.submitWork(task, work * 32)))
+        awards = [(address_of(STRANGER), 0, 1), (address_of(PROVIDER), REWARD // 2, 2)]
+        c.send(
+            EVALUATOR, relayed(c, c.dm.functions.evaluate(task, 0, 90, 80, b"\x25" * 32, awards))
+        )
+        assert c.dm.functions.getTask(task).call()[2] == address_of(PROVIDER)
+        c.expect_revert(STRANGER, relayed(c, c.dm.functions.appeal(task)), "NotWorker()")
+        c.send(PROVIDER, relayed(c, c.dm.functions.appeal(task)))
+        zero_only = c.dm.functions.resolveDispute(task, 0, [(address_of(PROVIDER), 0, 1)])
+        c.send(RESOLVER, relayed(c, zero_only))
+        assert (status(c, task), c.dm.functions.getTask(task).call()[2]) == (ACCEPTED, ZERO)
+
     def test_task_updated_moves_the_deadline(self, c: Chain) -> None:
         """updateTask emits TaskUpdated; the refund follows the new expiry."""
         task, _ = create(c, duration=500)
