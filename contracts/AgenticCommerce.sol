@@ -7,17 +7,29 @@ import {TokenTransfer} from "./IERC20Minimal.sol";
 /// address, provider agent ids and a one-hour evaluation grace period on refunds.
 ///
 /// Written for the devnet and the tests from the published interface, not for production.
-/// Rules where the interface is silent:
-/// - createJob: evaluator must be non-zero and expiredAt in the future; the provider may be
-///   zero and set later with setProvider (only while unset).
+/// Selectors, events and errors are the reference's (erc-8183/base-contracts,
+/// contracts/AgenticCommerce.sol): InvalidJob for an id that was never created, WrongStatus
+/// for a call in the wrong status and for a deadline on the wrong side (fund at or after
+/// expiredAt, claimRefund before it, setProvider once a provider is set), ZeroAddress for a
+/// missing address or token, GracePeriodActive, ProviderNotSet, BudgetMismatch, FeesTooHigh.
+/// Checks run in the reference's order: job, status, caller, then the call's own.
+/// Events follow the reference's order: complete emits the fee events, then JobCompleted,
+/// then PaymentReleased; reject and claimRefund emit Refunded before JobRejected/JobExpired.
+///
+/// Devnet rules, where this contract departs from the reference or the interface is silent:
+/// - createJob: evaluator must be non-zero and expiredAt merely in the future (else
+///   ExpiryTooShort); the reference's five-minute minimum is not kept, so devnet flows and
+///   tests can create short jobs. The provider may be zero and set later with setProvider.
 /// - setBudget needs a non-zero token; the budget can change until the job is funded.
-/// - fund and submit require block.timestamp < expiredAt.
+/// - fund needs a payment token (ZeroAddress), so a job whose budget was never set cannot be
+///   funded; submit, like fund, requires block.timestamp < expiredAt (WrongStatus).
 /// - submit from Open is allowed only when the budget is zero (nothing to escrow).
-/// - complete pays platform and evaluator fees (bps of the budget, rounded down) and the rest
-///   to the provider; each payout event is emitted only for a non-zero amount.
+/// - complete pays platform and evaluator fees (bps of the budget, rounded down, fixed at
+///   deployment) and the rest to the provider; each payout event is emitted only for a
+///   non-zero amount.
 /// - claimRefund reproduces the reference's hazard: on an expired Open job it transfers
 ///   job.budget to the client although nothing was funded.
-/// - hook is stored and never called; optParams are accepted and ignored.
+/// - hook is stored and never called (no whitelist); optParams are accepted and ignored.
 contract AgenticCommerce {
     enum JobStatus {
         Open,
@@ -73,19 +85,15 @@ contract AgenticCommerce {
     event EvaluatorFeePaid(uint256 indexed jobId, address indexed evaluator, uint256 amount);
     event Refunded(uint256 indexed jobId, address indexed client, uint256 amount);
 
-    error JobNotFound();
-    error InvalidStatus();
+    error InvalidJob();
+    error WrongStatus();
     error Unauthorized();
     error ZeroAddress();
-    error InvalidExpiry();
-    error ProviderAlreadySet();
+    error ExpiryTooShort();
     error ProviderNotSet();
-    error BudgetMismatch();
-    error NoToken();
-    error DeadlinePassed();
-    error NotExpired();
-    error GracePeriodActive();
     error FeesTooHigh();
+    error BudgetMismatch();
+    error GracePeriodActive();
 
     constructor(address treasury_, uint256 platformFeeBps_, uint256 evaluatorFeeBps_) {
         if (treasury_ == address(0)) revert ZeroAddress();
@@ -104,7 +112,7 @@ contract AgenticCommerce {
         uint256 providerAgentId
     ) external returns (uint256 jobId) {
         if (evaluator == address(0)) revert ZeroAddress();
-        if (expiredAt <= block.timestamp) revert InvalidExpiry();
+        if (expiredAt <= block.timestamp) revert ExpiryTooShort();
         jobId = ++jobCounter;
         Job storage job = _jobs[jobId];
         job.id = jobId;
@@ -120,10 +128,10 @@ contract AgenticCommerce {
 
     function setProvider(uint256 jobId, address provider, uint256 agentId) external {
         Job storage job = _job(jobId);
+        if (job.status != JobStatus.Open) revert WrongStatus();
         if (msg.sender != job.client) revert Unauthorized();
-        if (job.status != JobStatus.Open) revert InvalidStatus();
+        if (job.provider != address(0)) revert WrongStatus();
         if (provider == address(0)) revert ZeroAddress();
-        if (job.provider != address(0)) revert ProviderAlreadySet();
         job.provider = provider;
         job.providerAgentId = agentId;
         emit ProviderSet(jobId, provider, agentId);
@@ -131,9 +139,9 @@ contract AgenticCommerce {
 
     function setBudget(uint256 jobId, address token, uint256 amount, bytes calldata) external {
         Job storage job = _job(jobId);
+        if (job.status != JobStatus.Open) revert WrongStatus();
         if (msg.sender != job.client && msg.sender != job.provider) revert Unauthorized();
-        if (job.status != JobStatus.Open) revert InvalidStatus();
-        if (token == address(0)) revert NoToken();
+        if (token == address(0)) revert ZeroAddress();
         job.paymentToken = token;
         job.budget = amount;
         emit BudgetSet(jobId, token, amount);
@@ -141,12 +149,12 @@ contract AgenticCommerce {
 
     function fund(uint256 jobId, uint256 expectedBudget, bytes calldata) external {
         Job storage job = _job(jobId);
+        if (job.status != JobStatus.Open) revert WrongStatus();
         if (msg.sender != job.client) revert Unauthorized();
-        if (job.status != JobStatus.Open) revert InvalidStatus();
         if (job.provider == address(0)) revert ProviderNotSet();
         if (job.budget != expectedBudget) revert BudgetMismatch();
-        if (job.paymentToken == address(0)) revert NoToken();
-        if (block.timestamp >= job.expiredAt) revert DeadlinePassed();
+        if (job.paymentToken == address(0)) revert ZeroAddress();
+        if (block.timestamp >= job.expiredAt) revert WrongStatus();
         job.status = JobStatus.Funded;
         TokenTransfer.pull(job.paymentToken, msg.sender, job.budget);
         emit JobFunded(jobId, msg.sender, job.budget);
@@ -154,10 +162,10 @@ contract AgenticCommerce {
 
     function submit(uint256 jobId, bytes32 deliverable, bytes calldata) external {
         Job storage job = _job(jobId);
-        if (msg.sender != job.provider) revert Unauthorized();
         bool unfundedFree = job.status == JobStatus.Open && job.budget == 0;
-        if (job.status != JobStatus.Funded && !unfundedFree) revert InvalidStatus();
-        if (block.timestamp >= job.expiredAt) revert DeadlinePassed();
+        if (job.status != JobStatus.Funded && !unfundedFree) revert WrongStatus();
+        if (msg.sender != job.provider) revert Unauthorized();
+        if (block.timestamp >= job.expiredAt) revert WrongStatus();
         job.status = JobStatus.Submitted;
         job.submittedAt = block.timestamp;
         emit JobSubmitted(jobId, msg.sender, deliverable);
@@ -165,18 +173,15 @@ contract AgenticCommerce {
 
     function complete(uint256 jobId, bytes32 reason, bytes calldata) external {
         Job storage job = _job(jobId);
+        if (job.status != JobStatus.Submitted) revert WrongStatus();
         if (msg.sender != job.evaluator) revert Unauthorized();
-        if (job.status != JobStatus.Submitted) revert InvalidStatus();
         job.status = JobStatus.Completed;
-        emit JobCompleted(jobId, msg.sender, reason);
         uint256 budget = job.budget;
-        if (budget == 0) return;
         uint256 platformFee = (budget * platformFeeBps) / BPS;
         uint256 evaluatorFee = (budget * evaluatorFeeBps) / BPS;
         uint256 net = budget - platformFee - evaluatorFee;
         address token = job.paymentToken;
-        TokenTransfer.pay(token, job.provider, net);
-        emit PaymentReleased(jobId, job.provider, net);
+        // The reference's order: fees, then JobCompleted, then the provider's payment.
         if (platformFee > 0) {
             TokenTransfer.pay(token, treasury, platformFee);
             emit PlatformFeePaid(jobId, treasury, platformFee);
@@ -185,6 +190,9 @@ contract AgenticCommerce {
             TokenTransfer.pay(token, job.evaluator, evaluatorFee);
             emit EvaluatorFeePaid(jobId, job.evaluator, evaluatorFee);
         }
+        TokenTransfer.pay(token, job.provider, net);
+        emit JobCompleted(jobId, msg.sender, reason);
+        if (net > 0) emit PaymentReleased(jobId, job.provider, net);
     }
 
     function reject(uint256 jobId, bytes32 reason, bytes calldata) external {
@@ -195,14 +203,14 @@ contract AgenticCommerce {
         } else if (status == JobStatus.Funded || status == JobStatus.Submitted) {
             if (msg.sender != job.evaluator) revert Unauthorized();
         } else {
-            revert InvalidStatus();
+            revert WrongStatus();
         }
         job.status = JobStatus.Rejected;
-        emit JobRejected(jobId, msg.sender, reason);
         if (status != JobStatus.Open && job.budget > 0) {
             TokenTransfer.pay(job.paymentToken, job.client, job.budget);
             emit Refunded(jobId, job.client, job.budget);
         }
+        emit JobRejected(jobId, msg.sender, reason);
     }
 
     /// Permissionless: the keeper's action once a job's deadline has passed.
@@ -210,21 +218,21 @@ contract AgenticCommerce {
         Job storage job = _job(jobId);
         JobStatus status = job.status;
         if (status != JobStatus.Open && status != JobStatus.Funded && status != JobStatus.Submitted) {
-            revert InvalidStatus();
+            revert WrongStatus();
         }
-        if (block.timestamp < job.expiredAt) revert NotExpired();
+        if (block.timestamp < job.expiredAt) revert WrongStatus();
         if (
             status == JobStatus.Submitted
                 && block.timestamp < job.submittedAt + EVALUATION_GRACE_PERIOD
         ) revert GracePeriodActive();
         job.status = JobStatus.Expired;
-        emit JobExpired(jobId);
         // Hazard kept on purpose: an Open job's budget was never escrowed, yet it is paid out.
         uint256 amount = job.budget;
         if (amount > 0) {
             TokenTransfer.pay(job.paymentToken, job.client, amount);
             emit Refunded(jobId, job.client, amount);
         }
+        emit JobExpired(jobId);
     }
 
     function getJob(uint256 jobId) external view returns (Job memory) {
@@ -232,7 +240,7 @@ contract AgenticCommerce {
     }
 
     function _job(uint256 jobId) private view returns (Job storage job) {
-        if (jobId == 0 || jobId > jobCounter) revert JobNotFound();
+        if (jobId == 0 || jobId > jobCounter) revert InvalidJob();
         job = _jobs[jobId];
     }
 }

@@ -92,18 +92,24 @@ ERC8183: Final = ProtocolTable(
     protocol=_E,
     dialects=(AGENTIC_COMMERCE, LEGACY_ACP, ERC8183_DIALECT),
     errors=(
-        ErrorRule("InvalidStatus()", _P, "the job left Funded/Submitted/Open"),
         ErrorRule("Unauthorized()", _N, "caller not allowed"),
-        ErrorRule("NotExpired()", _D, "now < expiredAt"),
         ErrorRule("GracePeriodActive()", _D, "a Submitted job's evaluation grace period"),
         ErrorRule("EvaluationWindowActive()", _D, "evaluation window still open"),
-        ErrorRule("JobNotFound()", _O, "no such job at this address"),
-        ErrorRule("DeadlinePassed()", _O, "a deadline passed"),
         ErrorRule("CallFailed(uint256,bytes)", _O, "a hook call failed"),
-        # ERC8183.sol (claimRefund's own, then the lifecycle's and the setters')
-        ErrorRule("WrongStatus()", _P, "ERC8183: not Open/Funded/Submitted (the planner only "
-                  "asks once expiredAt has passed on chain, so the job moved on)"),
-        ErrorRule("InvalidJob()", _O, "ERC8183: no such job id"),
+        # the devnet's own names: its legacy ACP contract, and its AgenticCommerce as
+        # deployed before that took the reference's errors (deployed history, still met)
+        ErrorRule("InvalidStatus()", _P, "devnet: the job left Funded/Submitted/Open"),
+        ErrorRule("NotExpired()", _D, "devnet: now < expiredAt"),
+        ErrorRule("JobNotFound()", _O, "devnet: no such job at this address"),
+        ErrorRule("DeadlinePassed()", _O, "devnet: a deadline passed"),
+        # the reference's AgenticCommerce.sol and ERC8183.sol (claimRefund's own, then the
+        # lifecycle's and the setters')
+        ErrorRule("WrongStatus()", _P, "not Open/Funded/Submitted; in AgenticCommerce and "
+                  "ERC8183 also claimRefund before expiredAt, but the planner only asks once "
+                  "expiredAt has passed on chain, so the job moved on (a reorg that takes "
+                  "time back is decided again after redecide_after_blocks, like any preempted "
+                  "intent the planner still calls due)"),
+        ErrorRule("InvalidJob()", _O, "no such job id"),
         ErrorRule("PendingClaimExists()", _D, "ERC8183: a claim awaits approval or rejection"),
         ErrorRule("EnforcedPause()", ErrorClass.PAUSED, "ERC8183 (OpenZeppelin Pausable): paused"),
         ErrorRule("ExpectedPause()", _O, "ERC8183: an admin call that needs the pause"),
@@ -112,7 +118,7 @@ ERC8183: Final = ProtocolTable(
         ErrorRule("HookNotWhitelisted()", _O, "ERC8183 createJob"),
         ErrorRule("InvalidReceiver()", _O, "ERC8183 payout receiver"),
         ErrorRule("ZeroAddress()", _O, "ERC8183 setters"),
-        ErrorRule("ExpiryTooShort()", _O, "ERC8183 createJob: expiredAt <= now + 5 min"),
+        ErrorRule("ExpiryTooShort()", _O, "createJob: expiredAt <= now + 5 min (devnet: <= now)"),
         ErrorRule("ProviderNotSet()", _O, "ERC8183 fund"),
         ErrorRule("FeesTooHigh()", _O, "ERC8183 fee setters"),
         ErrorRule("BudgetMismatch()", _O, "ERC8183 fund"),

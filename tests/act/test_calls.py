@@ -81,9 +81,12 @@ class TestRevertClassification:
     @pytest.mark.parametrize(
         ("data", "verdict", "reason"),
         [
-            (err("InvalidStatus()"), "preempted", "InvalidStatus()"),
+            (err("WrongStatus()"), "preempted", "WrongStatus()"),
+            (err("InvalidStatus()"), "preempted", "InvalidStatus()"),  # the devnet's old name
             (err("Unauthorized()"), "not_permitted", "Unauthorized()"),
             (err("NotExpired()"), "reverted_in_simulation", "NotExpired() (not_yet_due)"),
+            (err("InvalidJob()"), "reverted_in_simulation", "InvalidJob() (other)"),
+            (err("JobNotFound()"), "reverted_in_simulation", "JobNotFound() (other)"),
             (
                 err("GracePeriodActive()"),
                 "reverted_in_simulation",

@@ -223,7 +223,7 @@ class TestBatching:
         intents = {i.subject: i for i in keeper_books.all_intents(keeper.store)}
         outcomes = {subject: i.outcome for subject, i in intents.items()}
         assert outcomes == {ids[0]: "preempted", ids[1]: "confirmed", ids[2]: "confirmed"}
-        assert intents[ids[0]].detail == "InvalidStatus()"  # the second simulation's word
+        assert intents[ids[0]].detail == "WrongStatus()"  # the second simulation's word
 
     async def test_subject_failing_inside_batch_is_preempted(
         self, escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper

@@ -194,9 +194,9 @@ class TestMulticall:
         c.control.mine_at(expiry)
         results = c.multicall.functions.aggregate3(calls).call()
         assert results[0] == (True, b"")
-        assert results[1] == (False, bytes.fromhex(selector("NotExpired()")[2:]))
+        assert results[1] == (False, bytes.fromhex(selector("WrongStatus()")[2:]))
         receipt = c.send(STRANGER, c.multicall.functions.aggregate3(calls))
-        assert c.names(receipt, c.commerce) == ["JobExpired", "Refunded"]
+        assert c.names(receipt, c.commerce) == ["Refunded", "JobExpired"]
         assert c.commerce.functions.getJob(due).call()[7] == 5
         assert c.commerce.functions.getJob(early).call()[7] == 1
 

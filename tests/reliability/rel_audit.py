@@ -88,7 +88,7 @@ class KeeperAudit:
     A send is a *duplicate* when it is mined after its action already took
     effect on the canonical chain: the keeper should have known. A send that
     failed before the action took effect (say, a reorg moved chain time back
-    under a deadline, so the call reverted with NotExpired) is *wasted* gas,
+    under a deadline, so the call reverted with WrongStatus) is *wasted* gas,
     not a duplicate: a later decision to try again is the keeper doing its job.
     """
 
