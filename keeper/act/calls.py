@@ -48,8 +48,10 @@ _PANIC: Final = selector("Panic(uint256)")
 
 SimVerdict: TypeAlias = Literal["ok", "preempted", "not_permitted", "reverted_in_simulation"]
 
-# Error classes that end an intent for good; every other class (not yet due, paused,
-# other) is ``reverted_in_simulation``, decided again once redecide_after_blocks pass.
+# Error classes that end an intent with their own outcome; every other class (not yet
+# due, paused, other) is ``reverted_in_simulation``. Only ``not_permitted`` is final: a
+# preempted or reverted intent still planned redecide_after_blocks later is decided again
+# (keeper.act.manager), so a stale projection costs a simulation, never a lost action.
 _FINAL: Final[dict[ErrorClass, SimVerdict]] = {
     ErrorClass.PREEMPTED: "preempted",
     ErrorClass.NOT_PERMITTED: "not_permitted",
