@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+/// The monolithic task market (before the diamond) declared ReputationRegistryUpdated with its
+/// parameter unindexed; the diamond's, ITMPReputation's, is indexed. One signature, so one
+/// topic0, which a contract cannot declare twice: the older layout is declared here and
+/// EventEmitter emits it qualified by this interface's name.
+interface IOlderTaskMarketEvents {
+    event ReputationRegistryUpdated(address registry);
+}
+
 /// Emits, with caller-chosen arguments, every escrow event the indexer must understand
 /// (current, legacy and older shapes) and a few it must not, so indexer tests and benchmarks
 /// can produce exact logs in bulk without running the escrow state machines.
-/// Overloaded events (same name, different shape) are distinct topic0s by construction.
+/// Overloaded events (same name, different types) are distinct topic0s by construction; one
+/// signature with two indexings (ReputationRegistryUpdated) is one topic0, told apart by the
+/// number of topics.
 contract EventEmitter {
     // ----- ERC-8183, current -----
     event JobCreated(
@@ -66,7 +76,7 @@ contract EventEmitter {
     event Unpaused(address account);
     event FeesUpdated(uint16 feeBps);
     event FeeRecipientUpdated(address recipient);
-    event ReputationRegistryUpdated(address registry);
+    event ReputationRegistryUpdated(address indexed registry);
     event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
     event ReputationFeedbackFailed(bytes32 indexed taskId, uint256 indexed agentId);
     event Upgraded(address indexed implementation);
@@ -299,6 +309,10 @@ contract EventEmitter {
 
     function emitReputationRegistryUpdated(address registry) external {
         emit ReputationRegistryUpdated(registry);
+    }
+
+    function emitOlderReputationRegistryUpdated(address registry) external {
+        emit IOlderTaskMarketEvents.ReputationRegistryUpdated(registry);
     }
 
     function emitOwnershipTransferred(address previousOwner, address newOwner) external {

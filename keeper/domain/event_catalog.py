@@ -1,9 +1,11 @@
 """The event catalog of both escrow protocols: every event shape ever deployed.
 
 Every shape is listed, including the legacy ERC-8183 (ACP) shapes and the
-older task-market shapes, and matched by topic0. topic0 is computed from the
-signature at import: abbreviations in documents are easy to mistype, a keccak
-of the signature is not. ``keeper.domain.events`` decodes logs against it.
+older task-market shapes, and matched by topic0 (and by the number of topics
+where one topic0 was deployed with different parameters indexed: ``EVENTS``).
+topic0 is computed from the signature at import: abbreviations in documents
+are easy to mistype, a keccak of the signature is not. ``keeper.domain.events``
+decodes logs against it.
 
 Contract-level events (``Paused``, role and fee changes) have no subject: their
 ``subject_arg`` is empty and their events carry ``subject=None``.
@@ -18,7 +20,7 @@ shares), ``erc8183`` (shapes only the ERC8183.sol reference emits),
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -251,7 +253,8 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _spec(_T, "Unpaused", "address account", contract_level=True),
     _spec(_T, "FeesUpdated", "uint16 feeBps", contract_level=True),
     _spec(_T, "FeeRecipientUpdated", "address recipient", contract_level=True),
-    _spec(_T, "ReputationRegistryUpdated", "address registry", contract_level=True),
+    # ITMPReputation's: its parameter indexed (the monolithic contract's is not: below)
+    _spec(_T, "ReputationRegistryUpdated", "address indexed registry", contract_level=True),
     _spec(_T, "OwnershipTransferred", "address indexed previousOwner, address indexed newOwner",
           contract_level=True),
     # the UUPS task market before the diamond (OpenZeppelin 5 upgradeable: a proxy's new
@@ -268,6 +271,9 @@ SPECS: Final[tuple[EventSpec, ...]] = (
           "uint256 reward, uint256 expiryTime, bytes4 mode", OLDER),
     _spec(_T, "TaskAccepted", "bytes32 indexed taskId, address indexed requester, "
           "address indexed worker, uint256 workerPayment, uint256 platformFee", OLDER),
+    # the monolithic contract's registry event, unindexed: the topic0 of the indexed one
+    # above, told apart by its number of topics (EVENTS)
+    _spec(_T, "ReputationRegistryUpdated", "address registry", OLDER, contract_level=True),
 )  # fmt: skip
 
 # Known shapes recognised by topic0 and kept with their name (no args, no subject), so
@@ -283,11 +289,30 @@ RECOGNISED_TOPICS: Final[dict[tuple[Protocol, str], str]] = {
     (p, topic0_of(sig)): sig[: sig.index("(")] for p, sig in RECOGNISED_SHAPES
 }
 
-# Keyed by protocol too: both protocols' contracts emit OpenZeppelin's Paused(address)
-# and Unpaused(address), one topic0 that means "this escrow is paused" in each.
-EVENTS: Final[Mapping[tuple[Protocol, str], EventSpec]] = {(s.protocol, s.topic0): s for s in SPECS}
-if len(EVENTS) != len(SPECS):  # pragma: no cover - a catalog typo, caught at import
-    raise RuntimeError("two event specs of one protocol share a topic0")
+
+def _by_layout(specs: Iterable[EventSpec]) -> dict[tuple[Protocol, str, int], EventSpec]:
+    """Each spec under (protocol, topic0, number of topics); two under one key are refused.
+
+    Keyed by protocol: both protocols' contracts emit OpenZeppelin's Paused(address) and
+    Unpaused(address), one topic0 that means "this escrow is paused" in each. Keyed by
+    the number of topics: a signature does not say which parameters are indexed, so one
+    topic0 can have several layouts (the task market's ReputationRegistryUpdated(address),
+    unindexed in the monolithic contract, indexed in ITMPReputation), and a log's topics
+    tell which it is. Two layouts with as many topics could not be told apart.
+    """
+    out: dict[tuple[Protocol, str, int], EventSpec] = {}
+    for s in specs:
+        key = (s.protocol, s.topic0, s.n_topics)
+        if key in out:
+            raise RuntimeError(
+                f"{s.signature} ({s.variant}) and {out[key].signature} ({out[key].variant}): "
+                f"one topic0 of one protocol, {s.n_topics} topics each"
+            )
+        out[key] = s
+    return out
+
+
+EVENTS: Final[Mapping[tuple[Protocol, str, int], EventSpec]] = _by_layout(SPECS)
 
 
 def spec_for(name: str, variant: str = CURRENT) -> EventSpec:

@@ -19,6 +19,7 @@ bool -> bool. Contract-level events carry ``subject=None``.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
@@ -156,8 +157,18 @@ def _resolve_tails(spec: EventSpec, args: dict[str, ArgValue], data: bytes) -> b
     return tail == size
 
 
+# Nearly every topic0 has one layout: its plan is found by topic0, in one lookup on the
+# hot path. The few deployed with different parameters indexed (``event_catalog.EVENTS``)
+# are not in _PLANS: theirs are found by their number of topics too, looked up only once
+# _PLANS has missed, so the common case pays nothing for them.
+_LAYOUTS: Final = Counter((s.protocol, s.topic0) for s in SPECS)
 _PLANS: Final[dict[tuple[Protocol, str], tuple[EventSpec, _Plan]]] = {
-    (s.protocol, s.topic0): (s, _plan(s)) for s in SPECS
+    (s.protocol, s.topic0): (s, _plan(s)) for s in SPECS if _LAYOUTS[s.protocol, s.topic0] == 1
+}
+_PLANS_BY_TOPIC_COUNT: Final[dict[tuple[Protocol, str, int], tuple[EventSpec, _Plan]]] = {
+    (s.protocol, s.topic0, s.n_topics): (s, _plan(s))
+    for s in SPECS
+    if _LAYOUTS[s.protocol, s.topic0] > 1
 }
 # Every topic is 0x + 64 hex digits; checked on the joined tuple in one regex
 # pass (a per-character check costs more than the rest of the decode).
@@ -215,10 +226,14 @@ def decode_log(
             checked.update(topics)
     found = _PLANS.get((protocol, topics[0]))
     if found is None:
-        known = RECOGNISED_TOPICS.get((protocol, topics[0]))
-        if known is not None:
-            return Event(log.address, protocol, known, RECOGNISED, None, {}, log, block_timestamp)
-        return unknown_event(log, protocol, block_timestamp)
+        found = _PLANS_BY_TOPIC_COUNT.get((protocol, topics[0], len(topics)))
+        if found is None:
+            known = RECOGNISED_TOPICS.get((protocol, topics[0]))
+            if known is not None:
+                return Event(
+                    log.address, protocol, known, RECOGNISED, None, {}, log, block_timestamp
+                )
+            return unknown_event(log, protocol, block_timestamp)
     spec, plan = found
     data = log.data
     if (

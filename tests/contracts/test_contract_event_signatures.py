@@ -141,6 +141,9 @@ EMITTER_AUX = [
     ("HookCallFailed(address indexed hook)", "", ""),
     ("FeesUpdated(uint16 feeBps)", "", ""),
     ("FeeRecipientUpdated(address recipient)", "", ""),
+    # indexed as ITMPReputation declares it (the diamond's); the monolithic contract's
+    # unindexed layout has the same topic0 (the emitter declares it in an interface)
+    ("ReputationRegistryUpdated(address indexed registry)", "", ""),
     ("ReputationRegistryUpdated(address registry)", "", ""),
     (
         "OwnershipTransferred(address indexed previousOwner, address indexed newOwner)",
@@ -268,10 +271,19 @@ def signature(declaration: str) -> str:
     return f"{name}({','.join(t for t, _, _ in params)})"
 
 
-def abi_events(contract: str) -> dict[str, dict[str, Any]]:
-    """topic0 -> ABI event entry of a compiled contract."""
+Layout = tuple[str, int]  # (topic0, number of indexed parameters)
+
+
+def layout(declaration: str) -> Layout:
+    """What tells a log's shape: one topic0 can be declared with different parameters
+    indexed (ReputationRegistryUpdated), told apart by the number of topics."""
+    return topic0(signature(declaration)), sum(ix for _, _, ix in parse(declaration)[1])
+
+
+def abi_events(contract: str) -> dict[Layout, dict[str, Any]]:
+    """(topic0, number of indexed parameters) -> ABI event entry of a compiled contract."""
     return {
-        topic0(event_signature(e)): e
+        (topic0(event_signature(e)), sum(bool(i["indexed"]) for i in e["inputs"])): e
         for e in load_abi(contract)
         if e["type"] == "event" and not e["anonymous"]
     }
@@ -287,8 +299,9 @@ def test_topic0_matches_published_abbreviation(declaration: str, prefix: str, su
 
 @pytest.mark.parametrize("contract", sorted(EXPECTED))
 def test_contract_declares_exactly_the_protocol_events(contract: str) -> None:
-    """The compiled ABI's events are exactly the protocol's, by topic0."""
-    expected = {topic0(signature(d)) for d, _, _ in EXPECTED[contract]}
+    """The compiled ABI's events are exactly the protocol's, by topic0 and topic count."""
+    expected = {layout(d) for d, _, _ in EXPECTED[contract]}
+    assert len(expected) == len(EXPECTED[contract])
     assert set(abi_events(contract)) == expected
 
 
@@ -298,6 +311,6 @@ def test_indexed_flags_and_names_match(contract: str) -> None:
     events = abi_events(contract)
     for declaration, _, _ in EXPECTED[contract]:
         _, params = parse(declaration)
-        entry = events[topic0(signature(declaration))]
+        entry = events[layout(declaration)]
         got = [(collapse_if_tuple(i), i["name"], bool(i["indexed"])) for i in entry["inputs"]]
         assert got == params, declaration

@@ -19,10 +19,17 @@ from keeper.domain.event_catalog import (
     SPECS,
     TOPIC_TYPES,
     EventSpec,
+    _by_layout,
     spec_for,
     topic0_of,
 )
-from keeper.domain.events import _TOPIC_DECODERS, decode_log, decode_logs
+from keeper.domain.events import (
+    _PLANS,
+    _PLANS_BY_TOPIC_COUNT,
+    _TOPIC_DECODERS,
+    decode_log,
+    decode_logs,
+)
 from keeper.domain.model import Log, Protocol
 
 CONTRACT = "0x" + "ab" * 20
@@ -104,6 +111,8 @@ NOT_NEEDED = {
     "OwnershipTransferStarted",
     "FeeRecipientUpdated", "ReputationRegistryUpdated", "OwnershipTransferred",
 }  # fmt: skip
+# older layouts of not-needed task market events, kept beside the current one: (name, variant)
+NOT_NEEDED_OLDER = [("ReputationRegistryUpdated", "older")]
 
 
 def _strategy(typ: str) -> st.SearchStrategy[Any]:
@@ -182,19 +191,23 @@ class TestCatalog:
             spec = by_signature[signature]
             assert spec.topic0.startswith("0x" + prefix)
             assert spec.topic0.endswith(suffix)
-            assert EVENTS[spec.protocol, spec.topic0] is spec
+            assert EVENTS[spec.protocol, spec.topic0, spec.n_topics] is spec
         for signature in KNOWN_ONLY:
             assert by_signature[signature].topic0 == topic0_of(signature)
             assert by_signature[signature].subject_arg == ""
         documented = {d[0] for d in DOC_TOPICS} | set(KNOWN_ONLY)
         rest = {s.name for s in SPECS if s.signature not in documented}
         assert rest == NOT_NEEDED
+        for name, variant in NOT_NEEDED_OLDER:
+            assert spec_for(name, variant).name in NOT_NEEDED
         # documented once and specified for each protocol: OpenZeppelin's pause events,
         # and the UUPS upgrade and initializer events (both protocols had UUPS proxies)
         both = {"Paused(address)", "Unpaused(address)", "Upgraded(address)", "Initialized(uint64)"}
         for signature in both:
             assert {s.protocol for s in SPECS if s.signature == signature} == set(Protocol)
-        assert len(SPECS) == len(DOC_TOPICS) + len(KNOWN_ONLY) + len(NOT_NEEDED) + len(both)
+        assert len(SPECS) == (
+            len(DOC_TOPICS) + len(KNOWN_ONLY) + len(NOT_NEEDED) + len(NOT_NEEDED_OLDER) + len(both)
+        )
 
     @pytest.mark.parametrize(
         ("inputs", "refused"),
@@ -230,7 +243,115 @@ class TestCatalog:
         assert spec_for("TaskCreated").data_len == 128
         assert spec_for("JobCreated", "erc8183").inputs[4] == ("expiredAt", "uint48", False)
         assert spec_for("ClaimSubmitted", "erc8183").dynamic
+        assert spec_for("ReputationRegistryUpdated").n_topics == 2
+        assert spec_for("ReputationRegistryUpdated", "older").n_topics == 1
         assert {s.variant for s in SPECS} == {"current", "erc8183", "legacy", "older", "pre14"}
+
+
+def _declared(protocol: Protocol, declaration: str) -> EventSpec:
+    """An event as upstream declares it (``Name(type [indexed] name, ...)``), as a spec
+    of its own: a log encoded from it is built apart from the catalog's shape."""
+    name, _, params = declaration.removesuffix(")").partition("(")
+    inputs = tuple(
+        (words[-1], words[0], "indexed" in words[1:-1])
+        for words in (p.split() for p in params.split(",") if p.strip())
+    )
+    signature = f"{name}({','.join(t for _, t, _ in inputs)})"
+    return EventSpec(name, signature, "upstream", protocol, inputs, "")
+
+
+def _sample(typ: str, rng: random.Random) -> Any:
+    """A value of ``typ`` for eth_abi, its extremes as likely as the rest."""
+    if typ.startswith("uint"):
+        bits = int(typ[4:])
+        return rng.choice([0, 1, 2**bits - 1, rng.getrandbits(bits)])
+    if typ == "address":
+        return Web3.to_checksum_address(rng.randbytes(20))
+    if typ == "bool":
+        return rng.random() < 0.5
+    return rng.randbytes(int(typ[5:]))
+
+
+# Events as upstream declares them, with where (repository, path, commit): a log encoded
+# from the declaration decodes to the catalog's shape of that variant.
+UPSTREAM = [
+    # daydreamsai/taskmarket-contracts src/interfaces/ITMPReputation.sol at 1c76e4f (as at
+    # f930463 and 63efa9e); the diamond's AdminFacet emits it
+    (Protocol.TASKMARKET, "ReputationRegistryUpdated(address indexed newRegistry)", "current"),
+    # the same repository's monolithic src/TaskMarket.sol at 7469238: one topic0, unindexed
+    (Protocol.TASKMARKET, "ReputationRegistryUpdated(address newRegistry)", "older"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "declaration", "variant"), UPSTREAM, ids=lambda v: str(v))
+def test_upstream_declarations_decode(protocol: Protocol, declaration: str, variant: str) -> None:
+    """Each published layout decodes, to its values in order, as web3.py reads them with
+    upstream's ABI (the catalog's argument names may differ from upstream's)."""
+    upstream = _declared(protocol, declaration)
+    rng = random.Random(declaration)
+    values = {name: _sample(typ, rng) for name, typ, _ in upstream.inputs}
+    log = _log(*encode_event(upstream, values))
+    event = decode_log(log, protocol, 0)
+    assert (event.name, event.variant) == (upstream.name, variant)
+    assert list(event.args.values()) == list(_web3_args(upstream, log).values())
+    layout = [(t, ix) for _, t, ix in spec_for(upstream.name, variant).inputs]
+    assert layout == [(t, ix) for _, t, ix in upstream.inputs]
+
+
+class TestOneTopic0SeveralLayouts:
+    """ReputationRegistryUpdated(address): unindexed in the monolithic task market, indexed
+    on the diamond; one topic0, told apart by the number of topics."""
+
+    CURRENT = spec_for("ReputationRegistryUpdated")
+    OLDER = spec_for("ReputationRegistryUpdated", "older")
+    REGISTRY = "0x" + "5a" * 20
+
+    def test_the_number_of_topics_chooses_the_layout(self) -> None:
+        """Each layout decodes to its own variant; a log of neither layout is unknown."""
+        assert self.CURRENT.topic0 == self.OLDER.topic0
+        for spec in (self.CURRENT, self.OLDER):
+            topics, payload = encode_event(spec, {"registry": self.REGISTRY})
+            event = decode_log(_log(topics, payload), Protocol.TASKMARKET, 0)
+            assert (event.name, event.variant, event.subject, dict(event.args)) == (
+                "ReputationRegistryUpdated",
+                spec.variant,
+                None,
+                {"registry": self.REGISTRY},
+            )
+            assert decode_log(_log(topics, payload), Protocol.ERC8183, 0).name is None
+        word = bytes(12) + bytes.fromhex(self.REGISTRY[2:])
+        t0, t1 = self.CURRENT.topic0, "0x" + word.hex()
+        neither = [((t0,), b""), ((t0, t1), word), ((t0, t1, t1), b""), ((t0,), word * 2)]
+        for topics, data in neither:
+            event = decode_log(_log(topics, data), Protocol.TASKMARKET, 0)
+            assert (event.name, event.variant) == (None, "unknown")
+
+    def test_only_shared_topic0s_are_looked_up_by_topic_count(self) -> None:
+        """A topic0 of one layout is found by topic0 alone (the hot path's one lookup); the
+        plans by topic count hold only topic0s of several layouts, and each spec is in
+        exactly one of the two."""
+        shared = {(p, t0) for p, t0, _ in _PLANS_BY_TOPIC_COUNT}
+        assert shared == {(Protocol.TASKMARKET, self.CURRENT.topic0)}
+        assert not shared & set(_PLANS)
+        found = [spec for spec, _ in _PLANS.values()]
+        found += [spec for spec, _ in _PLANS_BY_TOPIC_COUNT.values()]
+        assert sorted(found, key=SPECS.index) == list(SPECS)
+
+    def test_two_layouts_with_as_many_topics_are_refused(self) -> None:
+        """Two layouts of one topic0 with one number of topics could not be told apart:
+        the catalog refuses them where they are declared."""
+        swapped = EventSpec(
+            "Moved",
+            "Moved(address,address)",
+            "b",
+            Protocol.TASKMARKET,
+            (("a", "address", False), ("b", "address", True)),
+            "",
+        )
+        first = replace(swapped, inputs=(("a", "address", True), ("b", "address", False)))
+        assert _by_layout([first, self.CURRENT])
+        with pytest.raises(RuntimeError, match=r"Moved.*2 topics each"):
+            _by_layout([first, swapped])
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.variant}")
@@ -425,8 +546,8 @@ def _emitter_function(spec: EventSpec) -> str:
     """The devnet emitter function emitting this event shape (see ``_emitter_of``)."""
     if spec.variant == "legacy":
         return f"emitLegacy{spec.name}"
-    if spec.variant == "older" and spec.name == "TaskCreated":
-        return "emitOlderTaskCreated"
+    if spec.variant == "older" and [s.name for s in SPECS].count(spec.name) > 1:
+        return f"emitOlder{spec.name}"  # beside a later shape of its name
     if spec.variant == "pre14":
         return f"emitPre14{spec.name}"
     return f"emit{spec.name}"
@@ -553,6 +674,26 @@ class TestRealChain:
                 {},
             )
             assert decode_log(log, Protocol.ERC8183, 0).name is None  # another protocol's shape
+
+    def test_both_layouts_of_one_topic0_from_a_real_contract(self, emitter: Any) -> None:
+        """ReputationRegistryUpdated as the diamond emits it (indexed: two topics) and as
+        the monolithic contract did (one topic, the address in the data) decode alike."""
+        fns = emitter.functions
+        registry = Web3.to_checksum_address("0x" + "5a" * 20)
+        logs = self._logs_of(emitter, [
+            fns.emitReputationRegistryUpdated(registry),
+            fns.emitOlderReputationRegistryUpdated(registry),
+        ])  # fmt: skip
+        assert [len(log.topics) for log in logs] == [2, 1]
+        assert logs[0].topics[0] == logs[1].topics[0]
+        for log, variant in zip(logs, ["current", "older"], strict=True):
+            event = decode_log(log, Protocol.TASKMARKET, 0)
+            assert (event.name, event.variant, event.subject, dict(event.args)) == (
+                "ReputationRegistryUpdated",
+                variant,
+                None,
+                {"registry": registry.lower()},
+            )
 
     def test_every_spec_is_emitted_by_one_of_the_emitters(
         self, emitter: Any, erc8183_emitter: Any
