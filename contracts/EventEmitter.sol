@@ -109,6 +109,7 @@ contract EventEmitter {
         uint256 workerPayment,
         uint256 platformFee
     );
+    event TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating);
     // ----- task market, both -----
     event TaskClaimed(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount);
     event TaskWorkerSelected(bytes32 indexed taskId, address indexed worker);
@@ -361,6 +362,10 @@ contract EventEmitter {
         uint256 platformFee
     ) external {
         emit TaskAccepted(taskId, requester, worker, workerPayment, platformFee);
+    }
+
+    function emitOlderTaskRated(bytes32 taskId, address worker, uint8 rating) external {
+        emit TaskRated(taskId, worker, rating);
     }
 
     function emitTaskClaimed(bytes32 taskId, address worker, uint256 stakeAmount) external {

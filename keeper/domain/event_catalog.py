@@ -271,6 +271,10 @@ SPECS: Final[tuple[EventSpec, ...]] = (
           "uint256 reward, uint256 expiryTime, bytes4 mode", OLDER),
     _spec(_T, "TaskAccepted", "bytes32 indexed taskId, address indexed requester, "
           "address indexed worker, uint256 workerPayment, uint256 platformFee", OLDER),
+    # the monolithic contract's rating, before raterAgentId: a topic0 of its own, known and
+    # not needed, like the current TaskRated
+    _spec(_T, "TaskRated", "bytes32 indexed taskId, address indexed worker, uint8 rating",
+          OLDER),
     # the monolithic contract's registry event, unindexed: the topic0 of the indexed one
     # above, told apart by its number of topics (EVENTS)
     _spec(_T, "ReputationRegistryUpdated", "address registry", OLDER, contract_level=True),

@@ -119,6 +119,8 @@ EMITTER_AUX = [
         "",
         "",
     ),
+    # the monolithic contract's, before raterAgentId
+    ("TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating)", "", ""),
     (
         "SelfAward(bytes32 indexed taskId, address indexed requester, address indexed worker)",
         "",

@@ -112,7 +112,7 @@ NOT_NEEDED = {
     "FeeRecipientUpdated", "ReputationRegistryUpdated", "OwnershipTransferred",
 }  # fmt: skip
 # older layouts of not-needed task market events, kept beside the current one: (name, variant)
-NOT_NEEDED_OLDER = [("ReputationRegistryUpdated", "older")]
+NOT_NEEDED_OLDER = [("ReputationRegistryUpdated", "older"), ("TaskRated", "older")]
 
 
 def _strategy(typ: str) -> st.SearchStrategy[Any]:
@@ -245,6 +245,8 @@ class TestCatalog:
         assert spec_for("ClaimSubmitted", "erc8183").dynamic
         assert spec_for("ReputationRegistryUpdated").n_topics == 2
         assert spec_for("ReputationRegistryUpdated", "older").n_topics == 1
+        assert spec_for("TaskRated", "older").data_len == 32
+        assert spec_for("TaskRated", "older").topic0 != spec_for("TaskRated").topic0
         assert {s.variant for s in SPECS} == {"current", "erc8183", "legacy", "older", "pre14"}
 
 
@@ -280,6 +282,12 @@ UPSTREAM = [
     (Protocol.TASKMARKET, "ReputationRegistryUpdated(address indexed newRegistry)", "current"),
     # the same repository's monolithic src/TaskMarket.sol at 7469238: one topic0, unindexed
     (Protocol.TASKMARKET, "ReputationRegistryUpdated(address newRegistry)", "older"),
+    # the same src/TaskMarket.sol at 7469238: the rating before raterAgentId (its own topic0)
+    (
+        Protocol.TASKMARKET,
+        "TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating)",
+        "older",
+    ),
 ]
 
 
@@ -694,6 +702,23 @@ class TestRealChain:
                 None,
                 {"registry": registry.lower()},
             )
+
+    def test_the_monolithic_rating_from_a_real_contract(self, emitter: Any) -> None:
+        """TaskRated without raterAgentId (the contract before the diamond) decodes as a
+        known task event, beside the four-argument shape."""
+        fns = emitter.functions
+        task, worker = b"\x07" * 32, Web3.to_checksum_address("0x" + "3c" * 20)
+        logs = self._logs_of(emitter, [
+            fns.emitOlderTaskRated(task, worker, 5),
+            fns.emitTaskRated(task, worker, 5, 42),
+        ])  # fmt: skip
+        assert logs[0].topics[0] != logs[1].topics[0]
+        events = [decode_log(log, Protocol.TASKMARKET, 0) for log in logs]
+        args = {"taskId": "0x" + task.hex(), "worker": worker.lower(), "rating": 5}
+        assert [(e.name, e.variant, e.subject, dict(e.args)) for e in events] == [
+            ("TaskRated", "older", "0x" + task.hex(), args),
+            ("TaskRated", "current", "0x" + task.hex(), {**args, "raterAgentId": 42}),
+        ]
 
     def test_every_spec_is_emitted_by_one_of_the_emitters(
         self, emitter: Any, erc8183_emitter: Any
