@@ -82,10 +82,9 @@ contract EventEmitter {
     event Upgraded(address indexed implementation);
     event Initialized(uint64 version);
     event OwnershipTransferStarted(address indexed previousOwner, address indexed newOwner);
+    event MinAppealWindowUpdated(uint32 minAppealWindowSecs);
     // recognised by topic0 only (dynamic parameters)
     event DefaultHooksSet(address[] hooks);
-    // ... and revision 17's, whose indexing upstream has not published
-    event MinAppealWindowUpdated(uint32 newMinimum);
     // ----- task market, before revision 14 -----
     event TaskCreated(
         bytes32 indexed taskId,
@@ -340,8 +339,8 @@ contract EventEmitter {
         emit OwnershipTransferStarted(previousOwner, newOwner);
     }
 
-    function emitMinAppealWindowUpdated(uint32 newMinimum) external {
-        emit MinAppealWindowUpdated(newMinimum);
+    function emitMinAppealWindowUpdated(uint32 minAppealWindowSecs) external {
+        emit MinAppealWindowUpdated(minAppealWindowSecs);
     }
 
     function emitOlderTaskCreated(

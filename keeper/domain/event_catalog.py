@@ -255,6 +255,8 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _spec(_T, "FeeRecipientUpdated", "address recipient", contract_level=True),
     # ITMPReputation's: its parameter indexed (the monolithic contract's is not: below)
     _spec(_T, "ReputationRegistryUpdated", "address indexed registry", contract_level=True),
+    # revision 17: the protocol's minimum appeal window (ITMPCore, unindexed)
+    _spec(_T, "MinAppealWindowUpdated", "uint32 minAppealWindowSecs", contract_level=True),
     _spec(_T, "OwnershipTransferred", "address indexed previousOwner, address indexed newOwner",
           contract_level=True),
     # the UUPS task market before the diamond (OpenZeppelin 5 upgradeable: a proxy's new
@@ -282,12 +284,10 @@ SPECS: Final[tuple[EventSpec, ...]] = (
 
 # Known shapes recognised by topic0 and kept with their name (no args, no subject), so
 # keeper_unknown_events_total counts only shapes never seen: those with dynamic parameters
-# the decoder does not slice, and revision 17's MinAppealWindowUpdated, whose signature
-# upstream publishes but not which parameter is indexed.
+# the decoder does not slice.
 RECOGNISED_SHAPES: Final[tuple[tuple[Protocol, str], ...]] = (
     (_T, "DefaultHooksSet(address[])"),
     (_T, "DiamondCut((address,uint8,bytes4[])[],address,bytes)"),
-    (_T, "MinAppealWindowUpdated(uint32)"),
 )
 RECOGNISED_TOPICS: Final[dict[tuple[Protocol, str], str]] = {
     (p, topic0_of(sig)): sig[: sig.index("(")] for p, sig in RECOGNISED_SHAPES

@@ -161,7 +161,7 @@ EMITTER_AUX = [
         "",
     ),
     ("DefaultHooksSet(address[] hooks)", "", ""),
-    ("MinAppealWindowUpdated(uint32 newMinimum)", "", ""),
+    ("MinAppealWindowUpdated(uint32 minAppealWindowSecs)", "", ""),
 ]
 CURRENT_TASKS = [
     (

@@ -110,6 +110,7 @@ NOT_NEEDED = {
     "HookCallFailed", "ForwarderUpdated", "FeesUpdated", "ReputationFeedbackFailed",
     "OwnershipTransferStarted",
     "FeeRecipientUpdated", "ReputationRegistryUpdated", "OwnershipTransferred",
+    "MinAppealWindowUpdated",
 }  # fmt: skip
 # older layouts of not-needed task market events, kept beside the current one: (name, variant)
 NOT_NEEDED_OLDER = [("ReputationRegistryUpdated", "older"), ("TaskRated", "older")]
@@ -288,6 +289,9 @@ UPSTREAM = [
         "TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating)",
         "older",
     ),
+    # src/interfaces/ITMPCore.sol at 86ac821 (revision 18; as at efeffbc, revision 17's):
+    # no parameter indexed
+    (Protocol.TASKMARKET, "MinAppealWindowUpdated(uint32 minAppealWindowSecs)", "current"),
 ]
 
 
@@ -663,25 +667,32 @@ class TestRealChain:
             assert dict(event.args) == _normalised(values) == _web3_args(spec, log)
 
     def test_shapes_known_by_topic0_are_recognised_not_unknown(self, emitter: Any) -> None:
-        """DefaultHooksSet(address[]) and MinAppealWindowUpdated(uint32) are known by
-        topic0: named, no args, no subject; the latter whichever way it is indexed."""
+        """DefaultHooksSet(address[]) is known by topic0: named, no args, no subject."""
+        logs = self._logs_of(emitter, [emitter.functions.emitDefaultHooksSet([emitter.address])])
+        event = decode_log(logs[0], Protocol.TASKMARKET, 0)
+        assert (event.name, event.variant, event.subject, dict(event.args)) == (
+            "DefaultHooksSet",
+            "recognised",
+            None,
+            {},
+        )
+        assert decode_log(logs[0], Protocol.ERC8183, 0).name is None  # another protocol's shape
+
+    def test_the_minimum_appeal_window_is_decoded(self, emitter: Any) -> None:
+        """MinAppealWindowUpdated(uint32) as ITMPCore declares it, unindexed, decodes to its
+        value; the same topic0 with the value indexed is a layout never published: unknown."""
         fns = emitter.functions
         minimum = bytes.fromhex(topic0_of("MinAppealWindowUpdated(uint32)")[2:])
         logs = self._logs_of(emitter, [
-            fns.emitDefaultHooksSet([emitter.address]),
-            fns.emitMinAppealWindowUpdated(300),
-            fns.emitRaw([minimum, (300).to_bytes(32, "big")], b""),  # its parameter indexed
+            fns.emitMinAppealWindowUpdated(2**32 - 1),
+            fns.emitRaw([minimum, (300).to_bytes(32, "big")], b""),
         ])  # fmt: skip
-        names = ["DefaultHooksSet", "MinAppealWindowUpdated", "MinAppealWindowUpdated"]
-        for log, name in zip(logs, names, strict=True):
-            event = decode_log(log, Protocol.TASKMARKET, 0)
-            assert (event.name, event.variant, event.subject, dict(event.args)) == (
-                name,
-                "recognised",
-                None,
-                {},
-            )
-            assert decode_log(log, Protocol.ERC8183, 0).name is None  # another protocol's shape
+        events = [decode_log(log, Protocol.TASKMARKET, 0) for log in logs]
+        assert [(e.name, e.variant, e.subject, dict(e.args)) for e in events] == [
+            ("MinAppealWindowUpdated", "current", None, {"minAppealWindowSecs": 2**32 - 1}),
+            (None, "unknown", None, {}),
+        ]
+        assert decode_log(logs[0], Protocol.ERC8183, 0).name is None  # another protocol's shape
 
     def test_both_layouts_of_one_topic0_from_a_real_contract(self, emitter: Any) -> None:
         """ReputationRegistryUpdated as the diamond emits it (indexed: two topics) and as
