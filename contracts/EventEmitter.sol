@@ -27,6 +27,8 @@ contract EventEmitter {
     );
     event ProviderSet(uint256 indexed jobId, address indexed provider, uint256 agentId);
     event BudgetSet(uint256 indexed jobId, address indexed token, uint256 amount);
+    event PlatformFeeSet(uint256 feeBP, address indexed treasury);
+    event EvaluatorFeeSet(uint256 feeBP);
     // ----- ERC-8183, legacy ACP -----
     event JobCreated(
         uint256 indexed jobId,
@@ -173,6 +175,14 @@ contract EventEmitter {
 
     function emitLegacyBudgetSet(uint256 jobId, uint256 amount) external {
         emit BudgetSet(jobId, amount);
+    }
+
+    function emitPlatformFeeSet(uint256 feeBP, address treasury) external {
+        emit PlatformFeeSet(feeBP, treasury);
+    }
+
+    function emitEvaluatorFeeSet(uint256 feeBP) external {
+        emit EvaluatorFeeSet(feeBP);
     }
 
     function emitJobFunded(uint256 jobId, address client, uint256 amount) external {

@@ -177,6 +177,10 @@ SPECS: Final[tuple[EventSpec, ...]] = (
     _spec(_E, "ClaimRejected", "uint256 indexed jobId, address indexed rejector, bytes32 reason",
           ERC8183),
     _spec(_E, "HookDetached", "uint256 indexed jobId, address indexed hook", ERC8183),
+    # AgenticCommerce's fee setters (the IERC8183Hook version, with submittedAt): known,
+    # not needed, like ERC8183.sol's PlatformFeeUpdated and EvaluatorFeeUpdated below
+    _contract_spec("PlatformFeeSet", "uint256 feeBP, address indexed treasury", CURRENT),
+    _contract_spec("EvaluatorFeeSet", "uint256 feeBP", CURRENT),
     # ERC8183.sol contract-level events: pause state (the keeper's business), and
     # administration the keeper only needs to recognise as known.
     _contract_spec("Paused", "address account", CURRENT),

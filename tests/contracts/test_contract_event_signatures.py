@@ -112,6 +112,9 @@ DIAMOND_AUX = [
     ("Unpaused(address account)", "", ""),
 ]
 EMITTER_AUX = [
+    # AgenticCommerce's fee setters (the devnet AgenticCommerce fixes its fees at deployment)
+    ("PlatformFeeSet(uint256 feeBP, address indexed treasury)", "", ""),
+    ("EvaluatorFeeSet(uint256 feeBP)", "", ""),
     ("StakeForfeited(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount)", "", ""),
     (
         "TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating, "

@@ -93,6 +93,8 @@ KNOWN_ONLY = [
     "PaymentTokenAllowlistUpdated(address,bool)",
     "PlatformFeeUpdated(uint256,address)",
     "EvaluatorFeeUpdated(uint256)",
+    "PlatformFeeSet(uint256,address)",  # AgenticCommerce's fee setters
+    "EvaluatorFeeSet(uint256)",
     "EmergencyWithdraw(address,address,uint256)",
     "AuthorizationUsed(address,bytes32)",
     "IntentExecuted(address,bytes32)",
@@ -292,6 +294,10 @@ UPSTREAM = [
     # src/interfaces/ITMPCore.sol at 86ac821 (revision 18; as at efeffbc, revision 17's):
     # no parameter indexed
     (Protocol.TASKMARKET, "MinAppealWindowUpdated(uint32 minAppealWindowSecs)", "current"),
+    # erc-8183/base-contracts contracts/AgenticCommerce.sol at 1767cd4 (the IERC8183Hook
+    # version with submittedAt): its fee setters' events
+    (Protocol.ERC8183, "PlatformFeeSet(uint256 feeBP, address indexed treasury)", "current"),
+    (Protocol.ERC8183, "EvaluatorFeeSet(uint256 feeBP)", "current"),
 ]
 
 
@@ -305,7 +311,8 @@ def test_upstream_declarations_decode(protocol: Protocol, declaration: str, vari
     log = _log(*encode_event(upstream, values))
     event = decode_log(log, protocol, 0)
     assert (event.name, event.variant) == (upstream.name, variant)
-    assert list(event.args.values()) == list(_web3_args(upstream, log).values())
+    by_web3 = _web3_args(upstream, log)
+    assert list(event.args.values()) == [by_web3[name] for name, _, _ in upstream.inputs]
     layout = [(t, ix) for _, t, ix in spec_for(upstream.name, variant).inputs]
     assert layout == [(t, ix) for _, t, ix in upstream.inputs]
 
@@ -730,6 +737,22 @@ class TestRealChain:
             ("TaskRated", "older", "0x" + task.hex(), args),
             ("TaskRated", "current", "0x" + task.hex(), {**args, "raterAgentId": 42}),
         ]
+
+    def test_agentic_commerce_fee_settings_from_a_real_contract(self, emitter: Any) -> None:
+        """AgenticCommerce's PlatformFeeSet and EvaluatorFeeSet decode as known
+        contract-level events (not ERC8183.sol's PlatformFeeUpdated/EvaluatorFeeUpdated)."""
+        fns = emitter.functions
+        treasury = Web3.to_checksum_address("0x" + "7e" * 20)
+        logs = self._logs_of(emitter, [
+            fns.emitPlatformFeeSet(250, treasury),
+            fns.emitEvaluatorFeeSet(100),
+        ])  # fmt: skip
+        events = [decode_log(log, Protocol.ERC8183, 0) for log in logs]
+        assert [(e.name, e.variant, e.subject, dict(e.args)) for e in events] == [
+            ("PlatformFeeSet", "current", None, {"feeBP": 250, "treasury": treasury.lower()}),
+            ("EvaluatorFeeSet", "current", None, {"feeBP": 100}),
+        ]
+        assert [decode_log(log, Protocol.TASKMARKET, 0).name for log in logs] == [None, None]
 
     def test_every_spec_is_emitted_by_one_of_the_emitters(
         self, emitter: Any, erc8183_emitter: Any
