@@ -196,6 +196,7 @@ class Daemon:
             metrics=self.c.metrics,
             reorg_watch_blocks=self.cfg.chain.window,
             contracts=self.cfg.contracts,
+            index=self.c.store,
         )
 
     async def detect_dialects(self) -> None:

@@ -27,18 +27,21 @@ from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.settle import Settler
 from keeper.act.signer import Signer, load_signer
-from keeper.act.simulate import BATCHABLE
+from keeper.act.silent import silent_finalizes
+from keeper.act.simulate import SimResult, batchable
 from keeper.act.transactions import Transactions, outcome_of
 from keeper.config import ContractConfig, KeeperConfig
 from keeper.domain.fees import CapHit, suggest
 from keeper.domain.model import BlockHeader, JobState, TaskState
-from keeper.domain.planner import Action, plan
+from keeper.domain.planner import Action, ActionKind, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
 from keeper.store.claims import Claims
 from keeper.store.db import Db
+from keeper.store.index_store import IndexStore
 from keeper.store.intents import Intent, IntentStore, Outcome
+from keeper.store.leases import LeaseLostError
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]
 
@@ -60,6 +63,7 @@ class Keeper:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         contracts: Sequence[ContractConfig] = (),
+        index: IndexStore | None = None,
     ) -> None:
         if signer is None and not settings.dry_run:
             raise ValueError("a signer is required unless dry_run is set")
@@ -77,6 +81,9 @@ class Keeper:
         self.metrics = metrics
         self.outcomes = OutcomeRecorder(self.store, metrics)
         self.db = db
+        # where what a simulation learns that no event says is recorded (keeper.act.silent)
+        self.index = index
+        self._probed: dict[tuple[str, str, str], int] = {}
         self.contracts = tuple(contracts)
         # detected at start-up (the daemon's detect_dialects, else recover()), and again
         # before each plan for a contract upgraded since
@@ -122,6 +129,7 @@ class Keeper:
         environ: Mapping[str, str] | None = None,
         reorg_watch_blocks: int = REORG_WATCH_BLOCKS,
         contracts: Sequence[ContractConfig] = (),
+        index: IndexStore | None = None,
     ) -> Keeper:
         """The daemon's constructor: settings and signer from ``[keeper]`` (no signer in dry_run
         unless one is configured, so a dry run needs no key)."""
@@ -147,6 +155,7 @@ class Keeper:
             signer=signer,
             metrics=metrics,
             contracts=contracts,
+            index=index,
         )
 
     # ------------------------------------------------------------------ entry points
@@ -232,6 +241,7 @@ class Keeper:
                     detail=report.detail,
                 )
             todo = self._select(result.actions, head)
+            await self._probe_confirmed(result.actions, head)
             summary.planned = len(todo)
             if self.settings.dry_run:
                 await self._dry_run(todo, head, summary)
@@ -313,6 +323,7 @@ class Keeper:
         if not todo:
             return
         summary.simulated = await self.tx.simulate(todo, head.number)
+        self._observe(summary.simulated, head)
         for res in summary.simulated:
             log.info(
                 "keeper_dry_run",
@@ -362,6 +373,8 @@ class Keeper:
                 break
             results = await self.tx.simulate(survivors, block)
             summary.simulated += results
+            if block == head.number:
+                self._observe(results, head)
             survivors = [r.action for r in results if r.ok]
             failed: dict[tuple[Outcome, str], list[Intent]] = {}
             for res in results:
@@ -375,12 +388,53 @@ class Keeper:
                 self.outcomes.finish_many(intents, outcome, reason)
         return survivors
 
+    async def _probe_confirmed(self, actions: Sequence[Action], head: BlockHeader) -> None:
+        """Simulate again our confirmed finalizes of tasks the index still has Appealing.
+
+        ``_select`` never decides a confirmed intent again; for a finalize that paid no
+        award this is the only way the index learns the task ended (keeper.act.silent).
+        Once the index has passed the receipt's block; then every few blocks, until the
+        task leaves the plan.
+        """
+        finals = [a for a in actions if a.action is ActionKind.FINALIZE_VERDICT]
+        if self.index is None or not finals:
+            return
+        intents = self.store.intents_for(_key(a) for a in finals)
+        every = self.settings.redecide_after_blocks
+        due: list[Action] = []
+        for action in finals:
+            intent = intents.get(_key(action))
+            if (
+                intent is not None
+                and intent.outcome == "confirmed"
+                and intent.receipt_block is not None
+                and intent.receipt_block <= head.number
+                and head.number >= self._probed.get(_key(action), -every) + every
+            ):
+                self._probed[_key(action)] = head.number
+                due.append(action)
+        if due:
+            self._observe(await self.tx.simulate(due, head.number), head)
+
+    def _observe(self, results: Sequence[SimResult], head: BlockHeader) -> None:
+        """Record in the index the silent finalizes these simulations at ``head`` show."""
+        reads = silent_finalizes(results, head)
+        if self.index is None or not reads:
+            return
+        try:
+            touched = self.index.record_observations(reads)
+        except LeaseLostError:  # a standby's: the leading daemon's keeper records it
+            return
+        for contract, subject in sorted(touched):
+            log.info("keeper_finalized_silently", contract=contract, subject=subject,
+                     block=head.number)  # fmt: skip
+
     def _group(self, actions: list[Action]) -> list[list[Action]]:
         """Batches of batchable actions (when Multicall3 is configured), singles otherwise."""
         size = self.settings.batch_size if self.tx.multicall else 1
-        batchable = [a for a in actions if a.action in BATCHABLE]
-        singles = [[a] for a in actions if a.action not in BATCHABLE]
-        return [batchable[i : i + size] for i in range(0, len(batchable), size)] + singles
+        batched = [a for a in actions if batchable(a)]
+        singles = [[a] for a in actions if not batchable(a)]
+        return [batched[i : i + size] for i in range(0, len(batched), size)] + singles
 
     async def _check_balance(self) -> bool:
         balance = await self.rpc.get_balance(self.address, "latest")

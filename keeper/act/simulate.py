@@ -19,8 +19,8 @@ from keeper.domain.planner import Action, ActionKind
 from keeper.errors import FatalError, RetryableError
 from keeper.rpc.errors import ExecutionRevertedError
 
-__all__ = ["BATCHABLE", "CALLS_AT_ONCE", "Encoder", "MulticallUnavailable", "SimResult", "bounded",
-           "simulate"]  # fmt: skip
+__all__ = ["BATCHABLE", "CALLS_AT_ONCE", "Encoder", "MulticallUnavailable", "SimResult",
+           "batchable", "bounded", "simulate"]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -38,6 +38,11 @@ Encoder = Callable[[Action], bytes]
 BATCHABLE = frozenset(
     {ActionKind.CLAIM_REFUND, ActionKind.FINALIZE_VERDICT, ActionKind.REFUND_EXPIRED}
 )
+
+
+def batchable(action: Action) -> bool:
+    """Whether ``action`` is simulated and sent through Multicall3 (when configured)."""
+    return action.action in BATCHABLE and not action.alone
 
 
 class MulticallUnavailable(FatalError):
@@ -115,10 +120,10 @@ async def simulate(
 ) -> list[SimResult]:
     """One result per action, in the input order."""
     results: dict[int, SimResult] = {}
-    batchable = [i for i, a in enumerate(actions) if a.action in BATCHABLE]
+    batched = [i for i, a in enumerate(actions) if batchable(a)]
     chunks: list[list[int]] = []
-    if multicall and batchable:  # alone too: it is how they will be sent
-        chunks = [batchable[i : i + batch_size] for i in range(0, len(batchable), batch_size)]
+    if multicall and batched:  # alone too: it is how they will be sent
+        chunks = [batched[i : i + batch_size] for i in range(0, len(batched), batch_size)]
         answers = await bounded(
             [_batch(rpc, [actions[i] for i in idx], block, multicall, encode) for idx in chunks]
         )

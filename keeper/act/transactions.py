@@ -25,11 +25,11 @@ from keeper.act.settings import (
 )
 from keeper.act.signer import Signer
 from keeper.act.simulate import (
-    BATCHABLE,
     CALLS_AT_ONCE,
     Encoder,
     MulticallUnavailable,
     SimResult,
+    batchable,
     simulate,
 )
 from keeper.domain.fees import CapHit, FeeDecision, above_signed
@@ -207,7 +207,7 @@ class Transactions:
     def _payload(self, actions: Sequence[Action]) -> tuple[str, bytes, Literal["call", "batch"]]:
         """Permissionless calls go through Multicall3 even alone: with allowFailure a
         keeper that loses a race by a few seconds pays gas but never broadcasts a revert."""
-        if self.multicall is None or any(a.action not in BATCHABLE for a in actions):
+        if self.multicall is None or not all(map(batchable, actions)):
             if len(actions) != 1:
                 raise ValueError("only batchable actions can share a transaction")
             return actions[0].contract, self.encode(actions[0]), "call"

@@ -14,11 +14,19 @@ boundary is the same ``head.timestamp >= due_at`` for every action (a strict
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TypeAlias
 
-from keeper.domain.model import BlockHeader, JobState, JobStatus, Protocol, TaskState, TaskStatus
+from keeper.domain.model import (
+    BlockHeader,
+    JobState,
+    JobStatus,
+    Protocol,
+    TaskState,
+    TaskStatus,
+    VerdictType,
+)
 from keeper.domain.sharding import is_mine
 from keeper.domain.taskmodes import CONTEST_MODES
 
@@ -80,6 +88,9 @@ class Action:
     action: ActionKind
     due_at: int
     protocol: Protocol
+    # sent from the signer itself, never inside a Multicall3 batch: a call whose success
+    # logs nothing (a finalize paying no award), which only its own receipt's status shows
+    alone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +222,13 @@ def plan_task(task: TaskState, now: int, denied: Denied = ()) -> Action | Report
     status = task.status
     if status is TaskStatus.APPEALING:
         if task.appeal_deadline is not None and now >= task.appeal_deadline:
-            return _task_action(task, ActionKind.FINALIZE_VERDICT, task.appeal_deadline)
+            action = _task_action(task, ActionKind.FINALIZE_VERDICT, task.appeal_deadline)
+            silent = (
+                task.extra.get("award_total") == "0"
+                and task.verdict_type is not None
+                and task.verdict_type is not VerdictType.REJECT
+            )
+            return replace(action, alone=True) if silent else action
         return None
     if status is TaskStatus.REVIEW:
         deadline = task.evaluation_deadline

@@ -51,6 +51,16 @@ Result mappings, by kind (keys are exactly these strings; ints may arrive as
 A read that reverts, cannot be decoded or cannot be had is recorded with an
 ``error`` key (``MISSING_REASON`` names why); reducers fall back to what the
 events say.
+
+One kind is an observation, not a view call, and is never made again:
+
+``finalizeSilent`` (task market, subject = task id)
+    ``refused``: the error name. The keeper's ``finalizeVerdict`` answered
+    ``NotInAppealingState`` at an indexed block whose events leave the task
+    Appealing: the verdict was finalized by a call that emits nothing (from
+    revision 21 a verdict whose every award is zero pays no ``TaskCompleted``).
+    Recorded only at a block of the index's window, by the keeper
+    (``keeper.act.silent``), so a rollback past that block drops it with the events.
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ V = TypeVar("V")
 
 __all__ = [
     "EVENT_BLOCK",
+    "FINALIZE_SILENT",
     "GET_JOB",
     "GET_TASK_EVALUATOR_CONFIG",
     "GET_TASK_VERDICT",
@@ -85,6 +96,7 @@ GET_JOB: Final = "getJob"
 PAYMENT_TOKEN: Final = "paymentToken"
 GET_TASK_EVALUATOR_CONFIG: Final = "getTaskEvaluatorConfig"
 GET_TASK_VERDICT: Final = "getTaskVerdict"
+FINALIZE_SILENT: Final = "finalizeSilent"
 
 # kind -> the result keys the reducers rely on
 READ_KINDS: Final[dict[str, tuple[str, ...]]] = {

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from keeper.domain.model import (
+    ArgValue,
     ChainRead,
     Event,
     Protocol,
@@ -18,6 +19,7 @@ from keeper.domain.model import (
     VerdictType,
 )
 from keeper.domain.reads import (
+    FINALIZE_SILENT,
     GET_TASK_EVALUATOR_CONFIG,
     GET_TASK_VERDICT,
 )
@@ -163,10 +165,29 @@ def _task_evaluated(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
     if ctx.config_known:
         st.appeal_deadline = e.block_timestamp + st.appeal_window
         _raise_expiry(st, st.appeal_deadline)
+    st.extra.pop("award_total", None)
     verdict = ctx.reads.at(GET_TASK_VERDICT, e, exact=True)
     if verdict is not None and verdict.get("issued") in (True, 1, "1", "true"):
         st.evidence_hash = as_str(verdict.get("evidenceHash")) or None
         st.extra["confidence"] = str(as_int(verdict.get("confidence")))
+        total = _award_total(verdict.get("awards"))
+        if total is not None:
+            st.extra["award_total"] = str(total)
+
+
+def _award_total(awards: ArgValue | None) -> int | None:
+    """What a verdict's ``(worker, amount, ...)`` awards add up to; None if not read.
+
+    Zero, for a verdict other than REJECT, is one whose finalize emits nothing
+    (``keeper.act.silent``)."""
+    if not isinstance(awards, list | tuple):
+        return None
+    total = 0
+    for award in awards:
+        if not isinstance(award, list | tuple) or len(award) < 2:
+            return None
+        total += as_int(award[1])
+    return total
 
 
 def _task_appealed(st: TaskState, e: Event, ctx: _TaskCtx) -> None:
@@ -246,19 +267,37 @@ _TASK_HANDLERS: dict[str, Callable[[TaskState, Event, _TaskCtx], None]] = {
 }
 
 
+def _finalized_silently(st: TaskState, read: ChainRead) -> None:
+    """``finalizeVerdict`` refused at this block as no longer Appealing, and no event says
+    why: the one way out of Appealing that emits nothing is a finalize paying no award
+    (``keeper.domain.reads``). A task the events already moved on is left as they say."""
+    if st.status == TaskStatus.APPEALING:
+        st.status = TaskStatus.ACCEPTED
+        st.extra["finalized_silently_at"] = str(read.block_number)
+        st.updated_block = max(st.updated_block, read.block_number)
+
+
 def reduce_task(
     contract: str, task_id: str, events: Sequence[Event], reads: Sequence[ChainRead]
 ) -> TaskState:
-    """Fold a task-market task from its events; other subjects' events are ignored."""
+    """Fold a task-market task from its events; other subjects' events are ignored.
+
+    An observation of a silent finalize applies after every event of its block (it
+    was made on the state that block left) and before the next block's."""
     st = TaskState(contract=contract, task_id=task_id)
     mine = chain_order(events, contract, task_id, Protocol.TASKMARKET)
     if not mine:
         return st
     ctx = _TaskCtx(reads=Reads.of(reads, contract, task_id))
+    silent = list(ctx.reads.by_kind.get(FINALIZE_SILENT, ()))
     st.created_block = mine[0].log.block_number
     for e in mine:
+        while silent and silent[0].block_number < e.log.block_number:
+            _finalized_silently(st, silent.pop(0))
         handler = _TASK_HANDLERS.get(e.name or "")
         if handler is not None:
             handler(st, e, ctx)
         st.updated_block = e.log.block_number
+    for read in silent:
+        _finalized_silently(st, read)
     return st

@@ -316,6 +316,37 @@ class IndexStore:
         self.projections.rebuild_subjects(touched)
         return touched
 
+    def record_observations(self, reads: Sequence[ChainRead]) -> set[tuple[str, str]]:
+        """Store reads that no event called for and rebuild their subjects; the subjects.
+
+        Only a read at a block this index holds (a window block, or the cursor's, by
+        hash) is kept: a rollback past that block then drops it with the block's events,
+        which a read at a block the index never saw would outlive (``keeper.domain.reads``,
+        the observation kinds).
+        """
+        return self._retrying(lambda: self._record_observations(reads))
+
+    def _record_observations(self, reads: Sequence[ChainRead]) -> set[tuple[str, str]]:
+        c, cid = self.conn, self.chain_id
+        held = {(b.number, b.hash) for b in self.window()}
+        cursor = self.cursor()
+        if cursor is not None:
+            held.add((cursor.indexed_block, cursor.indexed_hash))
+        kept = [r for r in reads if r.subject and (r.block_number, r.block_hash) in held]
+        if not kept:
+            return set()
+        c.executemany(
+            _READ_UPSERT,
+            [
+                (cid, r.contract, r.subject, r.kind, r.block_hash, r.block_number,
+                 encode_args(r.result), r.source)
+                for r in kept
+            ],
+        )  # fmt: skip
+        touched = {(r.contract, r.subject) for r in kept}
+        self.projections.rebuild_subjects(touched, (), kept)
+        return touched
+
     def rebuild_all(self) -> None:
         """Recompute every projection of this chain from stored events and reads.
 

@@ -26,7 +26,7 @@ from keeper.domain.events import decode_logs
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log
 from keeper.domain.model import Protocol as EscrowProtocol
 from keeper.domain.ranges import RangePolicy, busy_enough, rest_is_large
-from keeper.domain.reads import STABLE_FIELDS, ReadRequest
+from keeper.domain.reads import READ_KINDS, STABLE_FIELDS, ReadRequest
 from keeper.domain.reconcile import Ahead, Diverged, Extends, Lagging, fork_point, prune, relate
 from keeper.errors import DeepReorgError, RetryableError
 from keeper.obs.logging import get_logger
@@ -519,7 +519,11 @@ class Indexer:
             self._tip_reads = (
                 []
                 if cursor is None
-                else [_again(r) for r in self.view.reads_from(cursor.indexed_block)]
+                else [
+                    _again(r)
+                    for r in self.view.reads_from(cursor.indexed_block)
+                    if r.kind in READ_KINDS  # an observation is no call to make again
+                ]
             )
         below = [r for r in self._tip_reads if r.block_number < first]
         if not below:

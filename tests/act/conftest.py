@@ -14,6 +14,7 @@ from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import deploy_all
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
+from keeper.store.index_store import IndexStore
 
 
 @pytest.fixture
@@ -29,8 +30,8 @@ async def rpc(anvil: AnvilProcess) -> AsyncIterator[RpcClient]:
 
 @pytest.fixture
 def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
-    """Build a keeper with its own database (or ``db``) over the devnet's escrows (or
-    ``contracts``); keyword overrides go to KeeperSettings."""
+    """Build a keeper with its own database (or ``db``, or an index ``store``'s) over the
+    devnet's escrows (or ``contracts``); keyword overrides go to KeeperSettings."""
 
     def build(
         index: int = 0,
@@ -39,6 +40,7 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
         db: Path | None = None,
         metrics: Metrics | None = None,
         contracts: Sequence[ContractConfig] | None = None,
+        store: IndexStore | None = None,
         **overrides: object,
     ) -> Keeper:
         settings = KeeperSettings(
@@ -54,10 +56,12 @@ def make_keeper(escrows: Escrows, rpc: RpcClient, tmp_path: Path) -> MakeKeeper:
             settings=settings,
             chain_id=31337,
             rpc=client or rpc,
-            db=open_db(db or tmp_path / f"keeper{index}.db"),
+            # with an index: on its connection, as the daemon's keeper
+            db=store.conn if store is not None else open_db(db or tmp_path / f"keeper{index}.db"),
             signer=Signer(KEEPER_KEYS[index]),
             metrics=metrics,
             contracts=escrows.d.contract_configs() if contracts is None else contracts,
+            index=store,
         )
 
     return build

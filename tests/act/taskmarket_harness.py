@@ -101,8 +101,9 @@ class Diamond:
         self.relay(WORKER, "submitWork(bytes32,bytes32)", tid, b"\x11" * 32)
         return task, self.e.now() + window
 
-    def appealing_task(self) -> tuple[str, int]:
-        """Evaluated APPROVE with one award; returns (id, appeal deadline)."""
+    def appealing_task(self, *, award: int = 4 * 10**6) -> tuple[str, int]:
+        """Evaluated APPROVE with one award (of 0: finalized without an event, revision
+        21); returns (id, appeal deadline)."""
         task, _ = self.review_task(50, window=300)
         self.relay(
             EVALUATOR,
@@ -112,7 +113,7 @@ class Diamond:
             90,
             80,
             b"\x22" * 32,
-            [(address_of(WORKER), 4 * 10**6, 1)],
+            [(address_of(WORKER), award, 1)],
         )
         return task, self.e.now() + APPEAL_WINDOW
 

@@ -329,3 +329,55 @@ async def test_paused_diamond_gets_no_simulation_until_unpaused(
     await index.to_head()
     assert index.task(dm.address, task_id).status is TaskStatus.EXPIRED
     assert metrics.registry.get_sample_value("keeper_contract_paused", paused) == 0.0
+
+
+async def test_a_finalize_paying_no_award_ends_the_task_in_the_index(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """Revision 21 finalizes a verdict whose every award is zero without an event. The
+    keeper (on the index's connection, as in the daemon) finalizes it once; probing its
+    confirmed finalize it finds the chain refusing another (NotInAppealingState) and records
+    that, so the index shows the task Accepted and stops handing it to the keeper."""
+    dm = Diamond(escrows)
+    task_id, deadline = dm.appealing_task(award=0)
+    keeper = make_keeper(store=index.indexing.store)
+    escrows.control.mine_at(deadline)
+    sent = 0
+    for _ in range(8):
+        sent += await _tick(rpc, keeper, index)
+        if index.task(dm.address, task_id).status is not TaskStatus.APPEALING:
+            break
+        escrows.control.mine()
+    assert sent == 1
+    assert dm.task(task_id).status is TaskStatus.ACCEPTED
+    row = index.task(dm.address, task_id)
+    assert (row.status, row.paid_amount, row.extra["award_total"]) == (TaskStatus.ACCEPTED, 0, "0")
+    # sent alone, not through Multicall3: only its own receipt can say it worked
+    [attempt] = keeper_books.all_attempts(keeper.store)
+    [intent] = keeper_books.all_intents(keeper.store)
+    assert (attempt.kind, intent.outcome) == ("call", "confirmed")
+    assert intent.receipt_block is not None
+    assert int(row.extra["finalized_silently_at"]) >= intent.receipt_block
+    escrows.control.mine()
+    assert await _tick(rpc, keeper, index) == 0
+    assert keeper.last is not None and keeper.last.simulated == []
+
+
+async def test_a_silent_finalize_by_someone_else_is_seen_by_the_gate(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """Someone else finalizes a zero-award verdict first: the keeper's gate simulation
+    answers NotInAppealingState, nothing is sent, and the index records the task Accepted,
+    so the keeper does not simulate it again every few blocks."""
+    dm = Diamond(escrows)
+    task_id, deadline = dm.appealing_task(award=0)
+    keeper = make_keeper(store=index.indexing.store)
+    escrows.control.mine_at(deadline)
+    dm.direct(DEPLOYER, "finalizeVerdict(bytes32)", bytes.fromhex(task_id[2:]))
+    assert await _tick(rpc, keeper, index) == 0
+    assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
+    assert keeper_books.outcome_counts(keeper.store) == {"preempted": 1}
+    for _ in range(6):  # past the keeper's look-again interval
+        escrows.control.mine()
+        assert await _tick(rpc, keeper, index) == 0
+        assert keeper.last is not None and keeper.last.simulated == []

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keeper.domain.model import BlockHeader, JobState, JobStatus, TaskState, TaskStatus
+from keeper.domain.model import (
+    BlockHeader,
+    JobState,
+    JobStatus,
+    TaskState,
+    TaskStatus,
+    VerdictType,
+)
 from keeper.domain.planner import (
     EVALUATION_GRACE_PERIOD,
     HOOK_BLOCKED_RETRY_BLOCKS,
@@ -137,6 +144,28 @@ class TestTaskBoundaries:
     def test_unknown_expiry_never_guesses(self, status: TaskStatus) -> None:
         """A task whose expiryTime the projection does not know yet (0) is not refunded."""
         assert plan_task(task(status, expiry_time=0), T0 + 10**6) is None
+
+    @pytest.mark.parametrize(
+        ("verdict", "awards", "alone"),
+        [
+            (VerdictType.APPROVE, "0", True),
+            (VerdictType.PARTIAL, "0", True),
+            (VerdictType.APPROVE, "1", False),
+            (VerdictType.REJECT, "0", False),  # cancels the task: TaskCancelled
+            (VerdictType.APPROVE, None, False),  # the verdict's awards were never read
+            (None, "0", False),  # a verdict type this release does not know
+        ],
+    )
+    def test_a_finalize_paying_no_award_is_sent_alone(
+        self, verdict: VerdictType | None, awards: str | None, alone: bool
+    ) -> None:
+        """Its success logs nothing, so it must not share a Multicall3 batch, where a call
+        is only known to have worked by its subject's log (keeper.act.silent)."""
+        extra = {} if awards is None else {"award_total": awards}
+        state = task(TaskStatus.APPEALING, appeal_deadline=T0, verdict_type=verdict, extra=extra)
+        decision = plan_task(state, T0)
+        assert isinstance(decision, Action)
+        assert (decision.action, decision.alone) == (ActionKind.FINALIZE_VERDICT, alone)
 
     def test_appealing_past_expiry_is_finalized_never_refunded(self) -> None:
         """An Appealing task past both its appeal deadline and expiry gets finalizeVerdict only."""

@@ -21,7 +21,7 @@ from keeper.domain.model import (
     TaskStatus,
     VerdictType,
 )
-from keeper.domain.reads import reads_for
+from keeper.domain.reads import FINALIZE_SILENT, reads_for
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.domain.taskmodes import BOUNTY
 
@@ -514,6 +514,44 @@ class TestTasks:
         st_ = reduce_task(TASKS, TASK, evs, reads)
         assert (st_.status, st_.paid_amount, st_.worker) == (TaskStatus.ACCEPTED, 900_000, PROVIDER)
         assert (st_.extra["platform_fee"], st_.extra["awards"]) == ("2000", "2")
+
+    def test_a_silent_finalize_ends_appealing_only_from_its_block_on(self) -> None:
+        """A verdict paying no award is finalized without an event; the keeper's observation
+        (finalizeVerdict refused as no longer Appealing) moves the task to Accepted from the
+        block it was made at, after that block's events; one made earlier, or once the events
+        have moved the task on, changes nothing."""
+        c = Chain()
+        evs, reads, _ = self._reviewed(c)
+        early = c.read(TASKS, TASK, FINALIZE_SILENT, refused="NotInAppealingState")
+        c.next_block()
+        evs.append(
+            c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR, verdictType=0, score=90)
+        )
+        at_verdict = c.read(TASKS, TASK, FINALIZE_SILENT, refused="NotInAppealingState")
+        c.next_block(700)
+        seen = c.read(TASKS, TASK, FINALIZE_SILENT, refused="NotInAppealingState")
+        assert reduce_task(TASKS, TASK, evs, [*reads, early]).status is TaskStatus.APPEALING
+        paying = [(PROVIDER, 0, 1), (CLIENT, "0", 2)]  # JSON gives ints back as either
+        verdict = ChainRead(TASKS, TASK, "getTaskVerdict", at_verdict.block_number,
+                            at_verdict.block_hash, {"issued": True, "awards": paying})  # fmt: skip
+        assert reduce_task(TASKS, TASK, evs, [*reads, verdict]).extra["award_total"] == "0"
+        paying[1] = (CLIENT, "7", 2)
+        assert reduce_task(TASKS, TASK, evs, [*reads, verdict]).extra["award_total"] == "7"
+        assert "award_total" not in reduce_task(TASKS, TASK, evs, reads).extra
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, seen])
+        assert (st_.status, st_.extra["finalized_silently_at"], st_.updated_block) == (
+            TaskStatus.ACCEPTED,
+            str(c.block),
+            c.block,
+        )
+        assert st_.paid_amount == 0
+        # made on the state the verdict's block left: after its events
+        assert reduce_task(TASKS, TASK, evs, [*reads, at_verdict]).status is TaskStatus.ACCEPTED
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskAppealed", taskId=TASK, appellant=PROVIDER))
+        later = c.read(TASKS, TASK, FINALIZE_SILENT, refused="NotInAppealingState")
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, later])
+        assert (st_.status, "finalized_silently_at" in st_.extra) == (TaskStatus.DISPUTED, False)
 
     def test_appeal_and_dispute(self) -> None:
         """An appeal and the dispute event both put the task in disputed."""

@@ -16,9 +16,19 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from index_builders import JOBS, LEGACY_JOBS, TOKEN, Synth, SynthBlock, batch_of
+from index_builders import (
+    JOBS,
+    LEGACY_JOBS,
+    TASKS,
+    TOKEN,
+    Synth,
+    SynthBlock,
+    batch_of,
+    block_hash,
+)
 
-from keeper.domain.model import BlockHeader
+from keeper.domain.model import BlockHeader, ChainRead, TaskStatus
+from keeper.domain.reads import FINALIZE_SILENT
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
@@ -31,6 +41,7 @@ from keeper.store.index_store import (
     encode_args,
 )
 from keeper.store.migrations import migrate
+from keeper.store.states import task_from_row
 from keeper.store.subjects import detail
 
 CHAIN = 31337
@@ -459,3 +470,50 @@ class TestRollback:
             (completed.contract, completed.subject),
         ).fetchone()
         assert row[0] == want.status.label != "completed"
+
+
+class TestObservations:
+    """Reads no event called for (keeper.domain.reads, observation kinds)."""
+
+    def _appealing(self, store: IndexStore, blocks: list[SynthBlock]) -> tuple[str, int]:
+        """A task Appealing at the top block, and the block of its last event."""
+        rows = store.conn.execute("SELECT * FROM tasks WHERE status = 'appealing'").fetchall()
+        last = {}
+        for e in (e for b in blocks for e in b.events if e.contract == TASKS):
+            last[e.subject] = e.log.block_number
+        top = blocks[-1].header.number
+        task = next(t for t in map(task_from_row, rows) if last[t.task_id] < top)
+        return task.task_id, last[task.task_id]
+
+    def _status(self, store: IndexStore, task_id: str) -> TaskStatus:
+        row = store.conn.execute(
+            "SELECT * FROM tasks WHERE contract = ? AND task_id = ?", (TASKS, task_id)
+        ).fetchone()
+        return task_from_row(row).status
+
+    def test_a_silent_finalize_is_kept_only_at_a_held_block_and_goes_with_it(
+        self, new_db: Callable[[], str]
+    ) -> None:
+        store = _store(new_db)
+        blocks = Synth(seed=3).blocks(1, 60)
+        store.apply_batch(batch_of(blocks, finalized=0))
+        task_id, last = self._appealing(store, blocks)
+        top = blocks[-1].header
+        seen = ChainRead(TASKS, task_id, FINALIZE_SILENT, top.number, top.hash,
+                         {"refused": "NotInAppealingState"}, "keeper simulation")  # fmt: skip
+        # a block of another fork at that height: nothing a rollback would ever remove
+        other = replace(seen, block_hash=block_hash(top.number, "other"))
+        assert store.record_observations([other]) == set()
+        assert self._status(store, task_id) is TaskStatus.APPEALING
+        assert store.record_observations([seen]) == {(TASKS, task_id)}
+        assert self._status(store, task_id) is TaskStatus.ACCEPTED
+        store.rebuild_all()  # a pure function of what is stored
+        assert self._status(store, task_id) is TaskStatus.ACCEPTED
+        store.rollback_to(max(last, top.number - 1))
+        assert self._status(store, task_id) is TaskStatus.APPEALING
+        assert (
+            store.conn.execute(
+                "SELECT count(*) FROM chain_reads WHERE kind = ?", (FINALIZE_SILENT,)
+            ).fetchone()[0]
+            == 0
+        )
