@@ -15,6 +15,7 @@ from eth_abi.abi import decode
 from keeper_harness import CLIENT, DEPLOYER, EVALUATOR, PROVIDER, Escrows, address_of, calldata
 
 from keeper.act.manager import Keeper, TickSummary
+from keeper.config import ContractConfig, load_config
 from keeper.domain.model import BlockHeader, JobState
 from keeper.rpc.client import RpcClient
 from keeper.store.states import due_jobs, job_from_row
@@ -27,6 +28,22 @@ RECEIVER = "0x" + "5e" * 20
 CLAIM_REFUND = "d2fd101b"  # claimRefund(uint256,bytes)
 DELIVERABLE = b"\x0d" * 32
 BLOCK_CLAIM_REFUND = bytes.fromhex(CLAIM_REFUND)
+
+
+def indexer(db: Path, escrows: Escrows, contracts: list[ContractConfig]) -> Harness:
+    """The daemon's indexer over ``contracts`` into ``db`` (the keeper's database too),
+    every block final at once."""
+    config = db.with_suffix(".toml")
+    config.write_text(
+        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
+        f'confirmations = 0\n\n[database]\npath = "{db}"\n\n[api]\nenabled = false\n\n'
+        + "".join(
+            f'[[contracts]]\nname = "{c.name}"\nprotocol = "{c.protocol.value}"\n'
+            f'address = "{c.address}"\nstart_block = {escrows.d.start_block}\n\n'
+            for c in contracts
+        )
+    )
+    return Harness(load_config(config))
 
 
 @dataclass

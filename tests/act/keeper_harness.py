@@ -152,9 +152,12 @@ class Escrows:
 
     # ----- ERC-8183 jobs -----
 
-    def funded_jobs(self, n: int, expired_at: int, budget: int = 10**6) -> list[str]:
-        """``n`` Funded jobs sharing one deadline; returns their ids (decimal strings)."""
-        c, usdc = self.d.commerce, self.d.usdc
+    def funded_jobs(
+        self, n: int, expired_at: int, budget: int = 10**6, *, escrow: str | None = None
+    ) -> list[str]:
+        """``n`` Funded jobs sharing one deadline, on the AgenticCommerce escrow (or one at
+        ``escrow`` that answers as it); returns their ids (decimal strings)."""
+        c, usdc = escrow or self.d.commerce, self.d.usdc
         self.call(DEPLOYER, usdc, "mint(address,uint256)", address_of(CLIENT), budget * n)
         self.call(CLIENT, usdc, "approve(address,uint256)", c, budget * n)
         (counter,) = decode(["uint256"], self.view(c, calldata("jobCounter()")))
@@ -184,11 +187,11 @@ class Escrows:
             self.bulk(sends)
         return ids
 
-    def expired_jobs(self, n: int, after: int = 100) -> list[str]:
+    def expired_jobs(self, n: int, after: int = 100, *, escrow: str | None = None) -> list[str]:
         """``n`` Funded jobs expiring ``after`` seconds from now, the chain mined to that
         deadline: due for claimRefund on the next head."""
         expiry = self.now() + after
-        ids = self.funded_jobs(n, expiry)
+        ids = self.funded_jobs(n, expiry, escrow=escrow)
         self.control.mine_at(expiry)
         return ids
 
@@ -198,15 +201,17 @@ class Escrows:
         self.call(PROVIDER, self.d.commerce, sig, int(job_id), b"\x33" * 32, b"")
         return self.now()
 
-    def jobs(self, ids: list[str]) -> list[JobState]:
-        """Projections of the given jobs, read from the contract at latest."""
+    def jobs(self, ids: list[str], *, escrow: str | None = None) -> list[JobState]:
+        """Projections of the given jobs, read from the contract (AgenticCommerce, or
+        ``escrow``) at latest."""
+        c = escrow or self.d.commerce
         out = []
         for job_id in ids:
-            raw = self.view(self.d.commerce, calldata("getJob(uint256)", int(job_id)))
+            raw = self.view(c, calldata("getJob(uint256)", int(job_id)))
             (j,) = decode([_JOB], raw)
             out.append(
                 JobState(
-                    contract=self.d.commerce,
+                    contract=c,
                     job_id=job_id,
                     client=j[1].lower(),
                     provider=j[2].lower(),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from erc8183_flows import Harness  # the daemon's indexer (tests/sync/sync_support.py)
+from erc8183_flows import indexer  # the daemon's indexer over chosen contracts
 from keeper_harness import DEPLOYER, Escrows, MakeKeeper, head, make_rpc, open_db
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
@@ -28,7 +28,7 @@ from keeper.act.detect import (
     publish_dialects,
     redetect,
 )
-from keeper.config import ContractConfig, load_config
+from keeper.config import ContractConfig
 from keeper.devnet.anvil import free_port
 from keeper.devnet.deploy import deploy_contract
 from keeper.domain.model import Protocol
@@ -343,22 +343,6 @@ async def test_a_pin_an_upgrade_broke_leaves_the_contract_alone(
     assert said["effect"] == "the keeper leaves it alone"
 
 
-def _indexer(db: Path, escrows: Escrows, contracts: list[ContractConfig]) -> Harness:
-    """The daemon's indexer over ``contracts`` into ``db`` (the keeper's database too),
-    every block final at once."""
-    config = db.with_suffix(".toml")
-    config.write_text(
-        f'[chain]\nchain_id = 31337\nrpc_urls = ["{escrows.url}"]\nfinality = "confirmations"\n'
-        f'confirmations = 0\n\n[database]\npath = "{db}"\n\n[api]\nenabled = false\n\n'
-        + "".join(
-            f'[[contracts]]\nname = "{c.name}"\nprotocol = "{c.protocol.value}"\n'
-            f'address = "{c.address}"\nstart_block = {escrows.d.start_block}\n\n'
-            for c in contracts
-        )
-    )
-    return Harness(load_config(config))
-
-
 async def test_a_failed_detection_after_an_upgrade_holds_that_contract_only(
     escrows: Escrows, make_keeper: MakeKeeper, tmp_path: Path
 ) -> None:
@@ -369,7 +353,7 @@ async def test_a_failed_detection_after_an_upgrade_holds_that_contract_only(
     w3 = Web3(Web3.HTTPProvider(escrows.url))
     proxy = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
     contracts = [_contract("commerce", E, d.commerce), _contract("up", E, proxy)]
-    index = _indexer(tmp_path / "held.db", escrows, contracts)
+    index = indexer(tmp_path / "held.db", escrows, contracts)
     async with RpcProxy(escrows.url) as node:
         client = make_rpc(node.url, attempts=1)
         keeper = make_keeper(db=tmp_path / "held.db", client=client, contracts=contracts)
@@ -413,7 +397,7 @@ async def test_a_diamond_cut_has_the_diamond_detected_again(
     cut routes the selector back, and it is TaskMarket again."""
     d, zero = escrows.d, "0x" + "00" * 20
     contracts = [_contract("taskmarket", T, d.taskmarket)]
-    index = _indexer(tmp_path / "cut.db", escrows, contracts)
+    index = indexer(tmp_path / "cut.db", escrows, contracts)
     client = make_rpc(escrows.url)
     keeper = make_keeper(db=tmp_path / "cut.db", client=client, contracts=contracts)
     cut = "diamondCut((address,uint8,bytes4[])[],address,bytes)"

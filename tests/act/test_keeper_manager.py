@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from erc8183_flows import indexer  # the daemon's indexer over chosen contracts
 from eth_account import Account
 from eth_typing import HexStr
 from keeper_harness import (
     CLIENT,
+    DEPLOYER,
     KEEPER_KEYS,
     Escrows,
     MakeKeeper,
@@ -25,13 +27,17 @@ from keeper_harness import (
 from prometheus_client import CollectorRegistry
 from support import keeper_books
 from support.rpc_proxy import RpcProxy
+from web3 import Web3
 
 from keeper.act import Keeper, KeeperSettings
-from keeper.config import KeeperConfig
-from keeper.domain.model import Protocol
+from keeper.act.simulate import CALLS_AT_ONCE
+from keeper.config import ContractConfig, KeeperConfig
+from keeper.devnet.deploy import deploy_contract
+from keeper.domain.model import JobStatus, Protocol
 from keeper.domain.planner import Action, ActionKind
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
+from keeper.rpc.errors import RpcError
 
 E = Protocol.ERC8183
 
@@ -363,3 +369,171 @@ async def test_recover_settles_what_was_in_flight_before_any_tick(
     [intent] = keeper_books.all_intents(restarted.store)
     assert (intent.status, intent.outcome) == ("done", "confirmed")
     assert restarted.tx.next_nonce == 1
+
+
+async def test_a_keeper_renews_its_claim_on_what_it_has_in_flight(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """A refund in flight longer than the claim lasts stays the sending keeper's while it
+    ticks: each tick renews the claim, so a second keeper on the database, ticking after
+    the first claim would have run out, adopts nothing and sends nothing."""
+    ids = escrows.expired_jobs(1)
+    db = tmp_path / "shared.db"
+    registry = CollectorRegistry()
+    sender = make_keeper(0, db=db, claim_seconds=3.0)
+    other = make_keeper(1, db=db, claim_seconds=30.0, metrics=Metrics(registry))
+    escrows.control.set_automine(False)
+    try:
+        await run(sender, escrows, rpc, ids)  # sent, pending
+        await other.recover()  # started, not yet ticking
+        await asyncio.sleep(2.0)
+        await run(sender, escrows, rpc, ids)  # still pending: the claim is renewed
+        await asyncio.sleep(2.0)  # past the first claim's three seconds, not the renewed one's
+        summary = await other.tick(await head(rpc), escrows.jobs(ids), [])
+    finally:
+        escrows.control.set_automine(True)
+    assert (summary.planned, summary.sent) == (0, 0)
+    assert registry.get_sample_value("keeper_intents_adopted_total") == 0
+    [intent] = keeper_books.all_intents(other.store)
+    assert (intent.status, intent.claimed_by) == ("inflight", address_of(KEEPER_KEYS[0]))
+    escrows.control.mine()
+    await run(sender, escrows, rpc, ids, ticks=2)
+    [intent] = keeper_books.all_intents(sender.store)
+    assert (intent.status, intent.outcome) == ("done", "confirmed")
+    assert nonce_of(escrows, KEEPER_KEYS[1], "pending") == 0
+
+
+async def test_an_intent_another_keeper_holds_is_not_acted_on(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """Two keepers on one database: the first has just decided one refund (its intent
+    written and claimed, the simulation under way) when the second ticks over both due
+    jobs. The second simulates and sends only the other refund; the first one's intent
+    stays open and its claim, and that job is not refunded by the second keeper."""
+    ids = escrows.expired_jobs(2)
+    held, free = escrows.jobs(ids)
+    db = tmp_path / "shared.db"
+    first = make_keeper(0, db=db)
+    at = await head(rpc)
+    refund = Action(held.contract, held.job_id, ActionKind.CLAIM_REFUND, held.expired_at, E)
+    first.store.open_decisions([refund], at.number, at.hash)
+    second = make_keeper(1, db=db)
+    summary = await second.tick(await head(rpc), escrows.jobs(ids), [])
+    assert summary.sent == 1
+    assert {r.action.subject for r in summary.simulated} == {free.job_id}
+    by_subject = {i.subject: i for i in keeper_books.all_intents(second.store)}
+    mine = by_subject[held.job_id]
+    assert (mine.status, mine.claimed_by) == ("open", address_of(KEEPER_KEYS[0]))
+    assert by_subject[free.job_id].claimed_by == address_of(KEEPER_KEYS[1])
+    [attempt] = keeper_books.all_attempts(second.store)
+    assert second.store.attempt_intent_ids(attempt.id) == [by_subject[free.job_id].id]
+    escrows.control.mine()
+    states = {j.job_id: j.status for j in escrows.jobs(ids)}
+    assert states == {held.job_id: JobStatus.FUNDED, free.job_id: JobStatus.EXPIRED}
+    assert nonce_of(escrows, KEEPER_KEYS[0]) == 0
+
+
+async def test_after_a_restart_the_books_nonces_stand_above_a_forgetful_nodes_count(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """A refund signed at nonce 0 that the node keeps forgetting (dropped from its pool
+    before and again after the restarted keeper's recovery resent it): the chain counts
+    no transaction of the signer, but the books say nonce 0 is spent. The restarted
+    keeper resends those bytes at nonce 0 and signs the next refund at nonce 1, so
+    both go out and are mined together; a new refund at nonce 0 would have displaced
+    the first."""
+    first, second = escrows.expired_jobs(2)
+    db = tmp_path / "restart.db"
+    escrows.control.set_automine(False)
+    try:
+        stopped = make_keeper(db=db)
+        await run(stopped, escrows, rpc, [first])  # sent at nonce 0, then stopped
+        [sent] = keeper_books.all_attempts(stopped.store)
+        escrows.control.drop_transaction(sent.tx_hash)
+        restarted = make_keeper(db=db)
+        await restarted.recover()
+        assert escrows.control.call("eth_getTransactionByHash", sent.tx_hash) is not None
+        escrows.control.drop_transaction(sent.tx_hash)  # forgotten again
+        assert nonce_of(escrows, KEEPER_KEYS[0], "pending") == 0
+        summary = await restarted.tick(await head(rpc), escrows.jobs([first, second]), [])
+        assert summary.sent == 1
+        escrows.control.mine()
+    finally:
+        escrows.control.set_automine(True)
+    refunded = [j.status for j in escrows.jobs([first, second])]
+    assert refunded == [JobStatus.EXPIRED, JobStatus.EXPIRED]  # both in that one block
+    await run(restarted, escrows, rpc, [first, second], ticks=2)
+    attempts = keeper_books.all_attempts(restarted.store)
+    assert sorted((a.nonce, a.status) for a in attempts) == [(0, "confirmed"), (1, "confirmed")]
+    assert attempts[0].tx_hash == sent.tx_hash
+    assert nonce_of(escrows, KEEPER_KEYS[0]) == 2
+
+
+async def test_a_send_that_fails_leaves_no_gas_estimate_behind(
+    escrows: Escrows, make_keeper: MakeKeeper
+) -> None:
+    """The node fails every gas estimate, slowly (an endpoint in trouble): the tick ends on
+    the first send's failure, and the estimates started alongside that send end with it,
+    those under way and those still queued (at most CALLS_AT_ONCE run at a time). Nothing
+    of the failed tick is left running, to reach the node in the endpoint's backoff or
+    during the next tick, and nothing was sent."""
+    refunds = 2 * CALLS_AT_ONCE + 2
+    ids = escrows.expired_jobs(refunds)
+    async with RpcProxy(escrows.url) as proxy, make_rpc(proxy.url, attempts=1) as client:
+        keeper = make_keeper(client=client, batch_size=1)
+        await keeper.recover()
+        proxy.rules.on(
+            "eth_estimateGas",
+            timeout=10**6,
+            delay=0.3,
+            error=10**6,
+            error_code=-32603,
+            error_message="internal error",
+        )
+        before = asyncio.all_tasks()
+        with pytest.raises(RpcError, match="internal error"):
+            await keeper.tick(await head(client), escrows.jobs(ids), [])
+        still_running = [t.get_name() for t in asyncio.all_tasks() - before if not t.done()]
+        assert still_running == []
+        assert proxy.requests_for("eth_sendRawTransaction") == []
+    assert nonce_of(escrows, KEEPER_KEYS[0], "pending") == 0
+
+
+async def test_a_contract_whose_detection_fails_after_an_upgrade_gets_no_transaction(
+    escrows: Escrows, make_keeper: MakeKeeper, tmp_path: Path
+) -> None:
+    """An escrow behind a proxy with a refund due is upgraded (to the same implementation:
+    the refund its old dialect encodes would still pass), and the node then fails every
+    call to it, so its dialect cannot be detected again: the keeper decides nothing
+    there, however long the node fails, and sends the refund once it can detect it."""
+    d, control = escrows.d, escrows.control
+    w3 = Web3(Web3.HTTPProvider(escrows.url))
+    escrow = deploy_contract(w3, DEPLOYER, "UpgradeableProxy", Web3.to_checksum_address(d.commerce))
+    contracts = [ContractConfig("up", E, escrow, 0, "")]
+    db = tmp_path / "held.db"
+    index = indexer(db, escrows, contracts)
+    async with RpcProxy(escrows.url) as node, make_rpc(node.url, attempts=1) as client:
+        keeper = make_keeper(db=db, client=client, contracts=contracts)
+        try:
+            await keeper.detect_dialects()
+            ids = escrows.expired_jobs(1, escrow=escrow)
+            escrows.call(DEPLOYER, escrow, "upgradeTo(address)", d.commerce)
+            await index.to_head()
+            node.rules.on("eth_call", to=escrow, error=10**6, error_code=-32603,
+                          error_message="internal error")  # fmt: skip
+            for _ in range(2):
+                summary = await keeper.tick(
+                    await head(client), escrows.jobs(ids, escrow=escrow), []
+                )
+                assert (summary.planned, summary.simulated, summary.sent) == (0, [], 0)
+                control.mine()
+            assert keeper_books.all_intents(keeper.store) == []
+            assert node.requests_for("eth_sendRawTransaction") == []
+            node.rules.clear()
+            summary = await keeper.tick(await head(client), escrows.jobs(ids, escrow=escrow), [])
+            assert summary.sent == 1
+        finally:
+            await index.rpc.close()
+            index.conn.close()
+    [job] = escrows.jobs(ids, escrow=escrow)
+    assert job.status is JobStatus.EXPIRED
