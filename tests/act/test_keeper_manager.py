@@ -380,15 +380,17 @@ async def test_a_keeper_renews_its_claim_on_what_it_has_in_flight(
     ids = escrows.expired_jobs(1)
     db = tmp_path / "shared.db"
     registry = CollectorRegistry()
-    sender = make_keeper(0, db=db, claim_seconds=3.0)
+    sender = make_keeper(0, db=db, claim_seconds=5.0)
     other = make_keeper(1, db=db, claim_seconds=30.0, metrics=Metrics(registry))
     escrows.control.set_automine(False)
     try:
         await run(sender, escrows, rpc, ids)  # sent, pending
         await other.recover()  # started, not yet ticking
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(3.0)
         await run(sender, escrows, rpc, ids)  # still pending: the claim is renewed
-        await asyncio.sleep(2.0)  # past the first claim's three seconds, not the renewed one's
+        # past the first claim's five seconds, and 2 s (less the renewing tick's time after
+        # its renewal: a slow machine's margin) before the renewed one's end
+        await asyncio.sleep(3.0)
         summary = await other.tick(await head(rpc), escrows.jobs(ids), [])
     finally:
         escrows.control.set_automine(True)
