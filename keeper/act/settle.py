@@ -348,7 +348,9 @@ class Settler:
         if not keep:
             await self.tx.send_cancel(latest.nonce, head, fees, summary)
             return
-        actions = [action_of(i) for i in keep]
+        # a call stays a call: one sent alone was so for a reason (Action.alone)
+        alone = latest.kind == "call"
+        actions = [dataclasses.replace(action_of(i), alone=alone) for i in keep]
         if not await self.tx.send_actions(actions, keep, head, fees, summary, nonce=latest.nonce):
             await self.tx.send_cancel(latest.nonce, head, fees, summary)
 

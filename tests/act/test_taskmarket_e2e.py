@@ -381,3 +381,35 @@ async def test_a_silent_finalize_by_someone_else_is_seen_by_the_gate(
         escrows.control.mine()
         assert await _tick(rpc, keeper, index) == 0
         assert keeper.last is not None and keeper.last.simulated == []
+
+
+async def test_a_stuck_silent_finalize_is_replaced_by_a_call_again(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """A finalize paying no award, stuck below the base fee, is re-signed at its nonce as a
+    call again, not through Multicall3, where its success would not show: it is confirmed,
+    and the index then has the task Accepted."""
+    dm = Diamond(escrows)
+    task_id, deadline = dm.appealing_task(award=0)
+    escrows.control.set_base_fee(10**9)
+    escrows.control.mine_at(deadline)
+    keeper = make_keeper(store=index.indexing.store)
+    escrows.control.set_automine(False)
+    try:
+        assert await _tick(rpc, keeper, index) == 1
+        [first] = keeper_books.all_attempts(keeper.store)
+        escrows.control.set_base_fee(first.max_fee + 10**9)  # it cannot be included now
+        for _ in range(keeper.settings.bump_after_blocks + 1):
+            escrows.control.mine()
+            await _tick(rpc, keeper, index)
+    finally:
+        escrows.control.set_automine(True)
+    for _ in range(4):
+        escrows.control.mine()
+        await _tick(rpc, keeper, index)
+    attempts = keeper_books.all_attempts(keeper.store)
+    assert [(a.kind, a.status) for a in attempts] == [("call", "replaced"), ("call", "confirmed")]
+    [intent] = keeper_books.all_intents(keeper.store)
+    assert intent.outcome == "confirmed"
+    assert dm.task(task_id).status is TaskStatus.ACCEPTED
+    assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
