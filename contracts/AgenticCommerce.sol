@@ -10,7 +10,8 @@ import {TokenTransfer} from "./IERC20Minimal.sol";
 /// Selectors, events and errors are the reference's (erc-8183/base-contracts,
 /// contracts/AgenticCommerce.sol): InvalidJob for an id that was never created, WrongStatus
 /// for a call in the wrong status and for a deadline on the wrong side (fund at or after
-/// expiredAt, claimRefund before it, setProvider once a provider is set), ZeroAddress for a
+/// expiredAt, claimRefund before it, setProvider once a provider is set; submit has no
+/// deadline), ZeroAddress for a
 /// missing address or token, GracePeriodActive, ProviderNotSet, BudgetMismatch, FeesTooHigh.
 /// Checks run in the reference's order: job, status, caller, then the call's own.
 /// Events follow the reference's order: complete emits the fee events, then JobCompleted,
@@ -22,7 +23,7 @@ import {TokenTransfer} from "./IERC20Minimal.sol";
 ///   tests can create short jobs. The provider may be zero and set later with setProvider.
 /// - setBudget needs a non-zero token; the budget can change until the job is funded.
 /// - fund needs a payment token (ZeroAddress), so a job whose budget was never set cannot be
-///   funded; submit, like fund, requires block.timestamp < expiredAt (WrongStatus).
+///   funded.
 /// - submit from Open is allowed only when the budget is zero (nothing to escrow).
 /// - complete pays platform and evaluator fees (bps of the budget, rounded down, fixed at
 ///   deployment) and the rest to the provider; each payout event is emitted only for a
@@ -165,7 +166,8 @@ contract AgenticCommerce {
         bool unfundedFree = job.status == JobStatus.Open && job.budget == 0;
         if (job.status != JobStatus.Funded && !unfundedFree) revert WrongStatus();
         if (msg.sender != job.provider) revert Unauthorized();
-        if (block.timestamp >= job.expiredAt) revert WrongStatus();
+        // As in the reference, submit has no deadline: a late submission is allowed and
+        // starts the evaluation grace period that claimRefund waits for.
         job.status = JobStatus.Submitted;
         job.submittedAt = block.timestamp;
         emit JobSubmitted(jobId, msg.sender, deliverable);

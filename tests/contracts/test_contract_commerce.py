@@ -235,16 +235,18 @@ class TestSubmit:
             PROVIDER, c.commerce.functions.submit(priced, b"\x02" * 32, EMPTY), "WrongStatus()"
         )
 
-    def test_submit_after_expiry_reverts(self, c: Chain) -> None:
-        """submit at expiredAt reverts WrongStatus (a devnet rule: the reference has no
-        deadline on submit)."""
+    def test_submit_has_no_deadline(self, c: Chain) -> None:
+        """As in the reference, submit at or after expiredAt succeeds (no deadline on submit);
+        a late submission still holds claimRefund back for the grace period from submittedAt."""
         job, expired_at = funded(c, expires_in=100)
-        c.expect_revert(
-            PROVIDER,
-            c.commerce.functions.submit(job, b"\x02" * 32, EMPTY),
-            "WrongStatus()",
-            at=expired_at,
-        )
+        late = expired_at + 50
+        c.send(PROVIDER, c.commerce.functions.submit(job, b"\x02" * 32, EMPTY), at=late)
+        got = c.commerce.functions.getJob(job).call()
+        assert (got[7], got[11]) == (SUBMITTED, late)
+        fn = c.commerce.functions.claimRefund(job)
+        c.expect_revert(STRANGER, fn, "GracePeriodActive()", at=late + GRACE - 1)
+        c.send(STRANGER, fn, at=late + GRACE)
+        assert status(c, job) == EXPIRED
 
 
 class TestComplete:
