@@ -22,12 +22,11 @@ import {TokenTransfer} from "./IERC20Minimal.sol";
 ///   ExpiryTooShort); the reference's five-minute minimum is not kept, so devnet flows and
 ///   tests can create short jobs. The provider may be zero and set later with setProvider.
 /// - setBudget needs a non-zero token; the budget can change until the job is funded.
-/// - fund needs a payment token (ZeroAddress), so a job whose budget was never set cannot be
-///   funded.
 /// - submit from Open is allowed only when the budget is zero (nothing to escrow).
 /// - complete pays platform and evaluator fees (bps of the budget, rounded down, fixed at
-///   deployment) and the rest to the provider; each payout event is emitted only for a
-///   non-zero amount.
+///   deployment) and the rest to the provider. As in the reference, PlatformFeePaid and
+///   EvaluatorFeePaid are emitted only for a non-zero fee, PaymentReleased always (0 included);
+///   fund of a zero budget moves nothing and needs no token.
 /// - claimRefund reproduces the reference's hazard: on an expired Open job it transfers
 ///   job.budget to the client although nothing was funded.
 /// - hook is stored and never called (no whitelist); optParams are accepted and ignored.
@@ -154,10 +153,10 @@ contract AgenticCommerce {
         if (msg.sender != job.client) revert Unauthorized();
         if (job.provider == address(0)) revert ProviderNotSet();
         if (job.budget != expectedBudget) revert BudgetMismatch();
-        if (job.paymentToken == address(0)) revert ZeroAddress();
         if (block.timestamp >= job.expiredAt) revert WrongStatus();
         job.status = JobStatus.Funded;
-        TokenTransfer.pull(job.paymentToken, msg.sender, job.budget);
+        // A zero budget moves nothing, so a job whose budget was never set (no token) funds.
+        if (job.budget > 0) TokenTransfer.pull(job.paymentToken, msg.sender, job.budget);
         emit JobFunded(jobId, msg.sender, job.budget);
     }
 
@@ -192,9 +191,10 @@ contract AgenticCommerce {
             TokenTransfer.pay(token, job.evaluator, evaluatorFee);
             emit EvaluatorFeePaid(jobId, job.evaluator, evaluatorFee);
         }
-        TokenTransfer.pay(token, job.provider, net);
+        if (net > 0) TokenTransfer.pay(token, job.provider, net);
         emit JobCompleted(jobId, msg.sender, reason);
-        if (net > 0) emit PaymentReleased(jobId, job.provider, net);
+        // Emitted whatever the amount, 0 included, as in the reference.
+        emit PaymentReleased(jobId, job.provider, net);
     }
 
     function reject(uint256 jobId, bytes32 reason, bytes calldata) external {

@@ -187,10 +187,23 @@ class TestFund:
         c.send(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY))
         c.expect_revert(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY), "WrongStatus()")
 
-    def test_fund_without_a_token_reverts_zero_address(self, c: Chain) -> None:
-        """A devnet rule: a job whose budget (and so token) was never set cannot be funded."""
+    def test_fund_without_a_budget_moves_nothing(self, c: Chain) -> None:
+        """As in the reference, a job whose budget (and so token) was never set funds: nothing
+        moves, JobFunded reports 0; completing it pays nothing and still emits PaymentReleased
+        with 0 (no fee events)."""
         job, _ = create(c)
-        c.expect_revert(CLIENT, c.commerce.functions.fund(job, 0, EMPTY), "ZeroAddress()")
+        before = c.balance(c.commerce.address)
+        receipt = c.send(CLIENT, c.commerce.functions.fund(job, 0, EMPTY))
+        (ev,) = c.events(receipt, c.commerce)
+        assert (ev.name, ev.args["amount"]) == ("JobFunded", 0)
+        assert c.balance(c.commerce.address) == before
+        assert status(c, job) == FUNDED
+        c.send(PROVIDER, c.commerce.functions.submit(job, b"\x03" * 32, EMPTY))
+        receipt = c.send(EVALUATOR, c.commerce.functions.complete(job, b"\x04" * 32, EMPTY))
+        evs = c.events(receipt, c.commerce)
+        assert [e.name for e in evs] == ["JobCompleted", "PaymentReleased"]
+        assert evs[1].args == {"jobId": job, "provider": cs(PROVIDER).lower(), "amount": 0}
+        assert status(c, job) == COMPLETED
 
     def test_fund_deadline_is_strictly_before_expiry(self, c: Chain) -> None:
         """fund at expiredAt reverts; at expiredAt - 1 it succeeds."""
