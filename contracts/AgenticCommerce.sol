@@ -12,7 +12,8 @@ import {TokenTransfer} from "./IERC20Minimal.sol";
 /// for a call in the wrong status and for a deadline on the wrong side (fund at or after
 /// expiredAt, claimRefund before it, setProvider once a provider is set; submit has no
 /// deadline), ZeroAddress for a
-/// missing address or token, GracePeriodActive, ProviderNotSet, BudgetMismatch, FeesTooHigh.
+/// missing address or token, ProviderCannotBeEvaluator (createJob and setProvider),
+/// GracePeriodActive, ProviderNotSet, BudgetMismatch, FeesTooHigh.
 /// Checks run in the reference's order: job, status, caller, then the call's own.
 /// Events follow the reference's order: complete emits the fee events, then JobCompleted,
 /// then PaymentReleased; reject and claimRefund emit Refunded before JobRejected/JobExpired.
@@ -94,6 +95,7 @@ contract AgenticCommerce {
     error FeesTooHigh();
     error BudgetMismatch();
     error GracePeriodActive();
+    error ProviderCannotBeEvaluator();
 
     constructor(address treasury_, uint256 platformFeeBps_, uint256 evaluatorFeeBps_) {
         if (treasury_ == address(0)) revert ZeroAddress();
@@ -112,6 +114,7 @@ contract AgenticCommerce {
         uint256 providerAgentId
     ) external returns (uint256 jobId) {
         if (evaluator == address(0)) revert ZeroAddress();
+        if (evaluator == provider) revert ProviderCannotBeEvaluator();
         if (expiredAt <= block.timestamp) revert ExpiryTooShort();
         jobId = ++jobCounter;
         Job storage job = _jobs[jobId];
@@ -132,6 +135,7 @@ contract AgenticCommerce {
         if (msg.sender != job.client) revert Unauthorized();
         if (job.provider != address(0)) revert WrongStatus();
         if (provider == address(0)) revert ZeroAddress();
+        if (provider == job.evaluator) revert ProviderCannotBeEvaluator();
         job.provider = provider;
         job.providerAgentId = agentId;
         emit ProviderSet(jobId, provider, agentId);

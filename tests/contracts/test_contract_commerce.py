@@ -123,6 +123,29 @@ class TestCreate:
         )
         c.send(CLIENT, fn(cs(PROVIDER), cs(EVALUATOR), now + 3, "d", NO_HOOK, 0), at=now + 2)
 
+    def test_provider_cannot_be_evaluator(self, c: Chain) -> None:
+        """As in the reference, the evaluator may not be the provider: createJob checks it after
+        the evaluator's ZeroAddress and before the expiry, setProvider after its ZeroAddress."""
+        fn = c.commerce.functions.createJob
+        c.expect_revert(
+            CLIENT,
+            fn(cs(EVALUATOR), cs(EVALUATOR), c.now() - 1, "d", NO_HOOK, 0),
+            "ProviderCannotBeEvaluator()",
+        )
+        c.expect_revert(
+            CLIENT, fn(NO_HOOK, NO_HOOK, c.now() + 99, "d", NO_HOOK, 0), "ZeroAddress()"
+        )
+        job, _ = create(c, provider=None)  # a zero provider is not the evaluator
+        c.expect_revert(
+            CLIENT,
+            c.commerce.functions.setProvider(job, cs(EVALUATOR), 1),
+            "ProviderCannotBeEvaluator()",
+        )
+        c.expect_revert(
+            CLIENT, c.commerce.functions.setProvider(job, NO_HOOK, 1), "ZeroAddress()"
+        )
+        c.send(CLIENT, c.commerce.functions.setProvider(job, cs(CLIENT), 1))  # the client may be
+
     def test_unknown_job_reverts(self, c: Chain) -> None:
         """Calls on id 0 or an id past jobCounter revert InvalidJob."""
         c.expect_revert(STRANGER, c.commerce.functions.claimRefund(0), "InvalidJob()")
