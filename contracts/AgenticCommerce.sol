@@ -3,6 +3,17 @@ pragma solidity ^0.8.24;
 
 import {TokenTransfer} from "./IERC20Minimal.sol";
 
+/// The reference's job hook (IERC8183Hook, an IERC165): beforeAction may revert to block an
+/// action, afterAction runs once the state has changed. Its interface id is the XOR of the two.
+interface IAgenticCommerceHook {
+    function beforeAction(uint256 jobId, bytes4 selector, bytes calldata data) external;
+    function afterAction(uint256 jobId, bytes4 selector, bytes calldata data) external;
+}
+
+interface IERC165Minimal {
+    function supportsInterface(bytes4 interfaceId) external view returns (bool);
+}
+
 /// ERC-8183 job escrow, current reference shape: one ERC-20 payment token per job, a hook
 /// address, provider agent ids and a one-hour evaluation grace period on refunds.
 ///
@@ -30,7 +41,15 @@ import {TokenTransfer} from "./IERC20Minimal.sol";
 ///   fund of a zero budget moves nothing and needs no token.
 /// - claimRefund reproduces the reference's hazard: on an expired Open job it transfers
 ///   job.budget to the client although nothing was funded.
-/// - hook is stored and never called (no whitelist); optParams are accepted and ignored.
+/// - hooks as in the reference: createJob takes address(0) or a hook the admin whitelisted
+///   (setHookWhitelist; HookNotWhitelisted) that reports the hook interface through ERC-165
+///   (InvalidHook); setBudget, fund, submit, complete and reject call beforeAction and
+///   afterAction, createJob afterAction only; setProvider and claimRefund call no hook, so a
+///   hook cannot block the keeper's refund. The data each call passes is the reference's
+///   abi.encode (caller first, optParams last). One admin, the deployer, instead of the
+///   reference's roles; a call by anyone else reverts with the reference's
+///   AccessControlUnauthorizedAccount(caller, ADMIN_ROLE). Re-entry reverts
+///   ReentrancyGuardReentrantCall.
 contract AgenticCommerce {
     enum JobStatus {
         Open,
@@ -58,13 +77,19 @@ contract AgenticCommerce {
 
     uint256 public constant EVALUATION_GRACE_PERIOD = 1 hours;
     uint256 public constant BPS = 10_000;
+    bytes32 public constant ADMIN_ROLE = keccak256("ADMIN_ROLE");
+    bytes4 private constant HOOK_INTERFACE_ID =
+        IAgenticCommerceHook.beforeAction.selector ^ IAgenticCommerceHook.afterAction.selector;
 
+    address public immutable admin;
     address public immutable treasury;
     uint256 public immutable platformFeeBps;
     uint256 public immutable evaluatorFeeBps;
     uint256 public jobCounter;
 
     mapping(uint256 => Job) private _jobs;
+    mapping(address => bool) public whitelistedHooks;
+    bool private _entered;
 
     event JobCreated(
         uint256 indexed jobId,
@@ -85,6 +110,7 @@ contract AgenticCommerce {
     event PlatformFeePaid(uint256 indexed jobId, address indexed treasury, uint256 amount);
     event EvaluatorFeePaid(uint256 indexed jobId, address indexed evaluator, uint256 amount);
     event Refunded(uint256 indexed jobId, address indexed client, uint256 amount);
+    event HookWhitelistUpdated(address indexed hook, bool status);
 
     error InvalidJob();
     error WrongStatus();
@@ -96,13 +122,34 @@ contract AgenticCommerce {
     error BudgetMismatch();
     error GracePeriodActive();
     error ProviderCannotBeEvaluator();
+    error HookNotWhitelisted();
+    error InvalidHook();
+    error ZeroBudget(); // declared by the reference, raised by none of its functions
+    error AccessControlUnauthorizedAccount(address account, bytes32 neededRole);
+    error ReentrancyGuardReentrantCall();
+
+    modifier nonReentrant() {
+        if (_entered) revert ReentrancyGuardReentrantCall();
+        _entered = true;
+        _;
+        _entered = false;
+    }
 
     constructor(address treasury_, uint256 platformFeeBps_, uint256 evaluatorFeeBps_) {
         if (treasury_ == address(0)) revert ZeroAddress();
         if (platformFeeBps_ + evaluatorFeeBps_ > BPS) revert FeesTooHigh();
+        admin = msg.sender;
+        whitelistedHooks[address(0)] = true; // no hook: always allowed, as in the reference
         treasury = treasury_;
         platformFeeBps = platformFeeBps_;
         evaluatorFeeBps = evaluatorFeeBps_;
+    }
+
+    function setHookWhitelist(address hook, bool status) external {
+        if (msg.sender != admin) revert AccessControlUnauthorizedAccount(msg.sender, ADMIN_ROLE);
+        if (hook == address(0)) revert ZeroAddress();
+        whitelistedHooks[hook] = status;
+        emit HookWhitelistUpdated(hook, status);
     }
 
     function createJob(
@@ -112,10 +159,12 @@ contract AgenticCommerce {
         string calldata description,
         address hook,
         uint256 providerAgentId
-    ) external returns (uint256 jobId) {
+    ) external nonReentrant returns (uint256 jobId) {
         if (evaluator == address(0)) revert ZeroAddress();
         if (evaluator == provider) revert ProviderCannotBeEvaluator();
         if (expiredAt <= block.timestamp) revert ExpiryTooShort();
+        if (!whitelistedHooks[hook]) revert HookNotWhitelisted();
+        if (hook != address(0) && !_isHook(hook)) revert InvalidHook();
         jobId = ++jobCounter;
         Job storage job = _jobs[jobId];
         job.id = jobId;
@@ -127,6 +176,11 @@ contract AgenticCommerce {
         job.hook = hook;
         job.providerAgentId = providerAgentId;
         emit JobCreated(jobId, msg.sender, provider, evaluator, expiredAt, hook);
+        if (hook != address(0)) {
+            IAgenticCommerceHook(hook).afterAction(
+                jobId, msg.sig, abi.encode(msg.sender, provider, evaluator)
+            );
+        }
     }
 
     function setProvider(uint256 jobId, address provider, uint256 agentId) external {
@@ -141,45 +195,68 @@ contract AgenticCommerce {
         emit ProviderSet(jobId, provider, agentId);
     }
 
-    function setBudget(uint256 jobId, address token, uint256 amount, bytes calldata) external {
+    function setBudget(uint256 jobId, address token, uint256 amount, bytes calldata optParams)
+        external
+        nonReentrant
+    {
         Job storage job = _job(jobId);
         if (job.status != JobStatus.Open) revert WrongStatus();
         if (msg.sender != job.client && msg.sender != job.provider) revert Unauthorized();
         if (token == address(0)) revert ZeroAddress();
+        bytes memory data = abi.encode(msg.sender, token, amount, optParams);
+        _beforeHook(job, jobId, data);
         job.paymentToken = token;
         job.budget = amount;
         emit BudgetSet(jobId, token, amount);
+        _afterHook(job, jobId, data);
     }
 
-    function fund(uint256 jobId, uint256 expectedBudget, bytes calldata) external {
+    function fund(uint256 jobId, uint256 expectedBudget, bytes calldata optParams)
+        external
+        nonReentrant
+    {
         Job storage job = _job(jobId);
         if (job.status != JobStatus.Open) revert WrongStatus();
         if (msg.sender != job.client) revert Unauthorized();
         if (job.provider == address(0)) revert ProviderNotSet();
         if (job.budget != expectedBudget) revert BudgetMismatch();
         if (block.timestamp >= job.expiredAt) revert WrongStatus();
+        bytes memory data = abi.encode(msg.sender, optParams);
+        _beforeHook(job, jobId, data);
         job.status = JobStatus.Funded;
         // A zero budget moves nothing, so a job whose budget was never set (no token) funds.
         if (job.budget > 0) TokenTransfer.pull(job.paymentToken, msg.sender, job.budget);
         emit JobFunded(jobId, msg.sender, job.budget);
+        _afterHook(job, jobId, data);
     }
 
-    function submit(uint256 jobId, bytes32 deliverable, bytes calldata) external {
+    function submit(uint256 jobId, bytes32 deliverable, bytes calldata optParams)
+        external
+        nonReentrant
+    {
         Job storage job = _job(jobId);
         bool unfundedFree = job.status == JobStatus.Open && job.budget == 0;
         if (job.status != JobStatus.Funded && !unfundedFree) revert WrongStatus();
         if (msg.sender != job.provider) revert Unauthorized();
         // As in the reference, submit has no deadline: a late submission is allowed and
         // starts the evaluation grace period that claimRefund waits for.
+        bytes memory data = abi.encode(msg.sender, deliverable, optParams);
+        _beforeHook(job, jobId, data);
         job.status = JobStatus.Submitted;
         job.submittedAt = block.timestamp;
         emit JobSubmitted(jobId, msg.sender, deliverable);
+        _afterHook(job, jobId, data);
     }
 
-    function complete(uint256 jobId, bytes32 reason, bytes calldata) external {
+    function complete(uint256 jobId, bytes32 reason, bytes calldata optParams)
+        external
+        nonReentrant
+    {
         Job storage job = _job(jobId);
         if (job.status != JobStatus.Submitted) revert WrongStatus();
         if (msg.sender != job.evaluator) revert Unauthorized();
+        bytes memory data = abi.encode(msg.sender, reason, optParams);
+        _beforeHook(job, jobId, data);
         job.status = JobStatus.Completed;
         uint256 budget = job.budget;
         uint256 platformFee = (budget * platformFeeBps) / BPS;
@@ -199,9 +276,13 @@ contract AgenticCommerce {
         emit JobCompleted(jobId, msg.sender, reason);
         // Emitted whatever the amount, 0 included, as in the reference.
         emit PaymentReleased(jobId, job.provider, net);
+        _afterHook(job, jobId, data);
     }
 
-    function reject(uint256 jobId, bytes32 reason, bytes calldata) external {
+    function reject(uint256 jobId, bytes32 reason, bytes calldata optParams)
+        external
+        nonReentrant
+    {
         Job storage job = _job(jobId);
         JobStatus status = job.status;
         if (status == JobStatus.Open) {
@@ -211,16 +292,19 @@ contract AgenticCommerce {
         } else {
             revert WrongStatus();
         }
+        bytes memory data = abi.encode(msg.sender, reason, optParams);
+        _beforeHook(job, jobId, data);
         job.status = JobStatus.Rejected;
         if (status != JobStatus.Open && job.budget > 0) {
             TokenTransfer.pay(job.paymentToken, job.client, job.budget);
             emit Refunded(jobId, job.client, job.budget);
         }
         emit JobRejected(jobId, msg.sender, reason);
+        _afterHook(job, jobId, data);
     }
 
     /// Permissionless: the keeper's action once a job's deadline has passed.
-    function claimRefund(uint256 jobId) external {
+    function claimRefund(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
         JobStatus status = job.status;
         if (status != JobStatus.Open && status != JobStatus.Funded && status != JobStatus.Submitted) {
@@ -243,6 +327,32 @@ contract AgenticCommerce {
 
     function getJob(uint256 jobId) external view returns (Job memory) {
         return _jobs[jobId];
+    }
+
+    function _beforeHook(Job storage job, uint256 jobId, bytes memory data) private {
+        if (job.hook != address(0)) {
+            IAgenticCommerceHook(job.hook).beforeAction(jobId, msg.sig, data);
+        }
+    }
+
+    function _afterHook(Job storage job, uint256 jobId, bytes memory data) private {
+        if (job.hook != address(0)) {
+            IAgenticCommerceHook(job.hook).afterAction(jobId, msg.sig, data);
+        }
+    }
+
+    /// ERC-165 detection: the hook answers true for IERC165 and the hook interface, false for
+    /// 0xffffffff; a call that reverts or returns no bool counts as not supported.
+    function _isHook(address hook) private view returns (bool) {
+        return _supports(hook, type(IERC165Minimal).interfaceId)
+            && !_supports(hook, 0xffffffff) && _supports(hook, HOOK_INTERFACE_ID);
+    }
+
+    function _supports(address target, bytes4 interfaceId) private view returns (bool) {
+        (bool ok, bytes memory ret) = target.staticcall{gas: 30_000}(
+            abi.encodeCall(IERC165Minimal.supportsInterface, (interfaceId))
+        );
+        return ok && ret.length >= 32 && abi.decode(ret, (uint256)) == 1;
     }
 
     function _job(uint256 jobId) private view returns (Job storage job) {

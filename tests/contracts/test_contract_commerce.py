@@ -6,6 +6,7 @@ from __future__ import annotations
 import eth_abi
 from escrow_harness import (
     CLIENT,
+    DEPLOYER,
     EVALUATOR,
     PROVIDER,
     STRANGER,
@@ -17,12 +18,14 @@ from escrow_harness import (
 from web3 import Web3
 
 from keeper.devnet.deploy import EVALUATOR_FEE_BPS, PLATFORM_FEE_BPS
+from keeper.domain.dialects_erc8183 import ERC8183
 
 OPEN, FUNDED, SUBMITTED, COMPLETED, REJECTED, EXPIRED = range(6)
 BUDGET = 250 * USDC
 GRACE = 3600
 NO_HOOK = "0x" + "00" * 20
-HOOK = Web3.to_checksum_address("0x" + "ab" * 20)
+NOT_A_HOOK = Web3.to_checksum_address("0x" + "ab" * 20)  # an address with no code
+ADMIN_ROLE = Web3.keccak(text="ADMIN_ROLE")
 EMPTY = b""
 # PROTOCOLS.md struct Job, field by field: decoding raw return data with it pins the order
 JOB_TUPLE = (
@@ -38,13 +41,15 @@ def cs(key: str) -> str:
     return address_of(key)
 
 
-def create(c: Chain, *, expires_in: int = 7200, provider: str | None = PROVIDER) -> tuple[int, int]:
+def create(
+    c: Chain, *, expires_in: int = 7200, provider: str | None = PROVIDER, hook: str = NO_HOOK
+) -> tuple[int, int]:
     """Create a job from CLIENT; return (job id, expiredAt)."""
     expired_at = c.now() + expires_in
     prov = cs(provider) if provider else NO_HOOK
     receipt = c.send(
         CLIENT,
-        c.commerce.functions.createJob(prov, cs(EVALUATOR), expired_at, '{"brief":"x"}', HOOK, 7),
+        c.commerce.functions.createJob(prov, cs(EVALUATOR), expired_at, '{"brief":"x"}', hook, 7),
     )
     (ev,) = c.events(receipt, c.commerce)
     return int(ev.args["jobId"]), expired_at
@@ -59,6 +64,12 @@ def funded(c: Chain, *, expires_in: int = 7200, budget: int = BUDGET) -> tuple[i
     return job, expired_at
 
 
+def whitelisted_hook(c: Chain) -> str:
+    """The devnet's SwitchableHook (it reports the hook interface), whitelisted by the admin."""
+    c.send(DEPLOYER, c.commerce.functions.setHookWhitelist(c.hook.address, True))
+    return str(c.hook.address)
+
+
 def status(c: Chain, job: int) -> int:
     return int(c.commerce.functions.getJob(job).call()[7])
 
@@ -70,9 +81,10 @@ class TestCreate:
         second, _ = create(c)
         assert (first, second) == (1, 2)
         assert c.commerce.functions.jobCounter().call() == 2
+        hook = whitelisted_hook(c)
         receipt = c.send(
             CLIENT,
-            c.commerce.functions.createJob(cs(PROVIDER), cs(EVALUATOR), c.now() + 99, "d", HOOK, 0),
+            c.commerce.functions.createJob(cs(PROVIDER), cs(EVALUATOR), c.now() + 99, "d", hook, 0),
         )
         (ev,) = c.events(receipt, c.commerce)
         assert ev.signature == ("JobCreated(uint256,address,address,address,uint256,address)")
@@ -80,13 +92,14 @@ class TestCreate:
         assert ev.args["client"] == cs(CLIENT).lower()
         assert ev.args["provider"] == cs(PROVIDER).lower()
         assert ev.args["evaluator"] == cs(EVALUATOR).lower()
-        assert ev.args["hook"] == HOOK.lower()
+        assert ev.args["hook"] == hook.lower()
         assert expired_at > 0
 
     def test_get_job_returns_the_struct_in_protocol_field_order(self, c: Chain) -> None:
         """getJob returns (id, client, provider, evaluator, description, budget, expiredAt,
         status, hook, paymentToken, providerAgentId, submittedAt)."""
-        job, expired_at = create(c)
+        hook = whitelisted_hook(c)
+        job, expired_at = create(c, hook=hook)
         c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, 5, EMPTY))
         raw = c.w3.eth.call(
             {"to": c.commerce.address, "data": selector("getJob(uint256)") + encode_uint(job)}
@@ -101,7 +114,7 @@ class TestCreate:
             5,
             expired_at,
             OPEN,
-            HOOK.lower(),
+            hook.lower(),
             c.usdc.address.lower(),
             7,
             0,
@@ -141,15 +154,90 @@ class TestCreate:
             c.commerce.functions.setProvider(job, cs(EVALUATOR), 1),
             "ProviderCannotBeEvaluator()",
         )
-        c.expect_revert(
-            CLIENT, c.commerce.functions.setProvider(job, NO_HOOK, 1), "ZeroAddress()"
-        )
+        c.expect_revert(CLIENT, c.commerce.functions.setProvider(job, NO_HOOK, 1), "ZeroAddress()")
         c.send(CLIENT, c.commerce.functions.setProvider(job, cs(CLIENT), 1))  # the client may be
+
+    def test_keeper_table_names_every_declared_error(self, c: Chain) -> None:
+        """Every error the devnet AgenticCommerce declares is classified by the keeper's table
+        (the token library's TransferFailed aside: the reference reverts SafeERC20's)."""
+        declared = {
+            f"{e['name']}({','.join(i['type'] for i in e['inputs'])})"
+            for e in c.commerce.abi
+            if e["type"] == "error"
+        }
+        assert declared - {r.signature for r in ERC8183.errors} == {"TransferFailed()"}
 
     def test_unknown_job_reverts(self, c: Chain) -> None:
         """Calls on id 0 or an id past jobCounter revert InvalidJob."""
         c.expect_revert(STRANGER, c.commerce.functions.claimRefund(0), "InvalidJob()")
         c.expect_revert(STRANGER, c.commerce.functions.claimRefund(1), "InvalidJob()")
+
+
+class TestHooks:
+    def test_whitelist_is_the_admins(self, c: Chain) -> None:
+        """setHookWhitelist: the admin only (the reference's AccessControl error), never the
+        zero address; it emits HookWhitelistUpdated. address(0) counts as whitelisted."""
+        fn = c.commerce.functions.setHookWhitelist
+        receipt = c.expect_revert(
+            CLIENT, fn(c.hook.address, True), "AccessControlUnauthorizedAccount(address,bytes32)"
+        )
+        assert c.revert_data(receipt) == "0x" + (
+            selector("AccessControlUnauthorizedAccount(address,bytes32)")[2:]
+            + eth_abi.encode(["address", "bytes32"], [cs(CLIENT), ADMIN_ROLE]).hex()
+        )
+        c.expect_revert(DEPLOYER, fn(NO_HOOK, True), "ZeroAddress()")
+        receipt = c.send(DEPLOYER, fn(c.hook.address, True))
+        (ev,) = c.events(receipt, c.commerce)
+        assert ev.signature == "HookWhitelistUpdated(address,bool)"
+        assert ev.args == {"hook": c.hook.address.lower(), "status": True}
+        assert c.commerce.functions.whitelistedHooks(c.hook.address).call()
+        assert c.commerce.functions.whitelistedHooks(NO_HOOK).call()
+
+    def test_create_job_needs_a_whitelisted_erc165_hook(self, c: Chain) -> None:
+        """createJob: a hook not whitelisted reverts HookNotWhitelisted (after ExpiryTooShort),
+        a whitelisted address without the hook interface InvalidHook; delisting works."""
+        fn = c.commerce.functions.createJob
+        now = c.now()
+        c.expect_revert(
+            CLIENT, fn(cs(PROVIDER), cs(EVALUATOR), now - 1, "d", NOT_A_HOOK, 0), "ExpiryTooShort()"
+        )
+        args = (cs(PROVIDER), cs(EVALUATOR), now + 999, "d")
+        c.expect_revert(CLIENT, fn(*args, NOT_A_HOOK, 0), "HookNotWhitelisted()")
+        c.expect_revert(CLIENT, fn(*args, c.hook.address, 0), "HookNotWhitelisted()")
+        c.send(DEPLOYER, c.commerce.functions.setHookWhitelist(NOT_A_HOOK, True))
+        c.expect_revert(CLIENT, fn(*args, NOT_A_HOOK, 0), "InvalidHook()")
+        c.expect_revert(CLIENT, fn(*args, c.usdc.address, 0), "HookNotWhitelisted()")
+        c.send(DEPLOYER, c.commerce.functions.setHookWhitelist(c.usdc.address, True))
+        c.expect_revert(CLIENT, fn(*args, c.usdc.address, 0), "InvalidHook()")  # a contract
+        hook = whitelisted_hook(c)
+        c.send(CLIENT, fn(*args, hook, 0))
+        c.send(DEPLOYER, c.commerce.functions.setHookWhitelist(hook, False))
+        c.expect_revert(CLIENT, fn(*args, hook, 0), "HookNotWhitelisted()")
+
+    def test_hook_gates_lifecycle_calls_but_not_claim_refund(self, c: Chain) -> None:
+        """beforeAction runs on setBudget, fund, submit, complete and reject and may block them
+        (here: submit); claimRefund calls no hook, so it cannot be blocked."""
+        hook = whitelisted_hook(c)
+        sw = c.hook.functions.setBlocking
+        job, _ = create(c, hook=hook)
+        c.fund_account(CLIENT, BUDGET, c.commerce.address)
+        c.send(CLIENT, c.commerce.functions.setBudget(job, c.usdc.address, BUDGET, EMPTY))
+        c.send(CLIENT, c.commerce.functions.fund(job, BUDGET, EMPTY))
+        submit = c.commerce.functions.submit(job, b"\x01" * 32, EMPTY)
+        c.send(DEPLOYER, sw(selector("submit(uint256,bytes32,bytes)"), True))
+        c.expect_revert(PROVIDER, submit, "HookBlocked(bytes4)")
+        c.send(DEPLOYER, sw(selector("submit(uint256,bytes32,bytes)"), False))
+        c.send(PROVIDER, submit)
+        c.send(DEPLOYER, sw(selector("complete(uint256,bytes32,bytes)"), True))
+        c.expect_revert(
+            EVALUATOR,
+            c.commerce.functions.complete(job, b"\x02" * 32, EMPTY),
+            "HookBlocked(bytes4)",
+        )
+        late, expired_at = create(c, expires_in=100, hook=hook)
+        c.send(DEPLOYER, sw(selector("claimRefund(uint256)"), True))
+        c.send(STRANGER, c.commerce.functions.claimRefund(late), at=expired_at)
+        assert status(c, late) == EXPIRED
 
 
 class TestSetup:

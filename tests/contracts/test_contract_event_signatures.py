@@ -236,7 +236,11 @@ ALL = (
 
 # contract -> the events it must declare, no more and no fewer (the emitter: all + Mystery)
 EXPECTED = {
-    "AgenticCommerce": CURRENT_8183 + COMMON_8183,
+    "AgenticCommerce": [
+        *CURRENT_8183,
+        *COMMON_8183,
+        ("HookWhitelistUpdated(address indexed hook, bool status)", "", ""),
+    ],
     "LegacyAgenticCommerce": LEGACY_8183 + COMMON_8183,
     "LegacyTaskMarket": PRE14_CREATED + CURRENT_TASKS,
     "TaskMarket": [
