@@ -18,38 +18,41 @@ interface IERC165Minimal {
 /// address, provider agent ids and a one-hour evaluation grace period on refunds.
 ///
 /// Written for the devnet and the tests from the published interface, not for production.
-/// Selectors, events and errors are the reference's (erc-8183/base-contracts,
-/// contracts/AgenticCommerce.sol): InvalidJob for an id that was never created, WrongStatus
-/// for a call in the wrong status and for a deadline on the wrong side (fund at or after
-/// expiredAt, claimRefund before it, setProvider once a provider is set; submit has no
-/// deadline), ZeroAddress for a
-/// missing address or token, ProviderCannotBeEvaluator (createJob and setProvider),
-/// GracePeriodActive, ProviderNotSet, BudgetMismatch, FeesTooHigh.
-/// Checks run in the reference's order: job, status, caller, then the call's own.
-/// Events follow the reference's order: complete emits the fee events, then JobCompleted,
-/// then PaymentReleased; reject and claimRefund emit Refunded before JobRejected/JobExpired.
-///
-/// Devnet rules, where this contract departs from the reference or the interface is silent:
-/// - createJob: evaluator must be non-zero and expiredAt merely in the future (else
-///   ExpiryTooShort); the reference's five-minute minimum is not kept, so devnet flows and
-///   tests can create short jobs. The provider may be zero and set later with setProvider.
-/// - setBudget needs a non-zero token; the budget can change until the job is funded.
-/// - submit from Open is allowed only when the budget is zero (nothing to escrow).
-/// - complete pays platform and evaluator fees (bps of the budget, rounded down, fixed at
-///   deployment) and the rest to the provider. As in the reference, PlatformFeePaid and
-///   EvaluatorFeePaid are emitted only for a non-zero fee, PaymentReleased always (0 included);
-///   fund of a zero budget moves nothing and needs no token.
+/// Selectors, events, errors, permissions and deadline rules are the reference's
+/// (erc-8183/base-contracts, contracts/AgenticCommerce.sol, its newest version):
+/// - errors: InvalidJob for an id that was never created; WrongStatus for a call in the wrong
+///   status and for a deadline on the wrong side (fund at or after expiredAt, claimRefund
+///   before it, setProvider once a provider is set); ZeroAddress for a missing evaluator,
+///   provider, token, treasury or hook; ProviderCannotBeEvaluator (createJob, setProvider);
+///   HookNotWhitelisted, InvalidHook; GracePeriodActive, ProviderNotSet, BudgetMismatch,
+///   FeesTooHigh; ZeroBudget is declared and raised by nothing, as there.
+/// - checks run in the reference's order: job, status, caller, then the call's own.
+/// - deadlines: fund strictly before expiredAt; submit has none (a late submission is
+///   accepted); claimRefund from expiredAt, and for a Submitted job from submittedAt + 1 hour.
+/// - events in the reference's order: complete emits PlatformFeePaid and EvaluatorFeePaid
+///   (each only for a non-zero fee), then JobCompleted, then PaymentReleased (always, 0
+///   included); reject and claimRefund emit Refunded (non-zero budget) before
+///   JobRejected/JobExpired. fund of a zero budget moves nothing and needs no token.
+/// - hooks: createJob takes address(0) or a hook the admin whitelisted (setHookWhitelist,
+///   HookWhitelistUpdated) that reports the hook interface through ERC-165. setBudget, fund,
+///   submit, complete and reject call beforeAction (which may block them) and afterAction,
+///   createJob afterAction only, with the reference's abi.encode data (caller first,
+///   optParams last); setProvider and claimRefund call no hook, so no hook can block the
+///   keeper's refund. Lifecycle calls are non-reentrant (ReentrancyGuardReentrantCall).
+/// - an Open job may be submitted only while its budget is zero; the budget may change until
+///   the job is funded; createJob keeps providerAgentId only with a non-zero provider.
 /// - claimRefund reproduces the reference's hazard: on an expired Open job it transfers
 ///   job.budget to the client although nothing was funded.
-/// - hooks as in the reference: createJob takes address(0) or a hook the admin whitelisted
-///   (setHookWhitelist; HookNotWhitelisted) that reports the hook interface through ERC-165
-///   (InvalidHook); setBudget, fund, submit, complete and reject call beforeAction and
-///   afterAction, createJob afterAction only; setProvider and claimRefund call no hook, so a
-///   hook cannot block the keeper's refund. The data each call passes is the reference's
-///   abi.encode (caller first, optParams last). One admin, the deployer, instead of the
-///   reference's roles; a call by anyone else reverts with the reference's
-///   AccessControlUnauthorizedAccount(caller, ADMIN_ROLE). Re-entry reverts
-///   ReentrancyGuardReentrantCall.
+///
+/// Devnet departures, and rules where the interface is silent:
+/// - createJob accepts an expiredAt merely in the future (else ExpiryTooShort); the
+///   reference's five-minute minimum is not kept, so devnet flows and tests can create short
+///   jobs.
+/// - no proxy and no roles: the deployer is the one admin (setHookWhitelist, setPlatformFee,
+///   setEvaluatorFee); anyone else gets the reference's AccessControlUnauthorizedAccount(
+///   caller, ADMIN_ROLE). The constructor sets the treasury and both fees, which the
+///   reference's initializer leaves at 0; the setters change them as there.
+/// - transfers that fail revert TransferFailed (the reference reverts SafeERC20's error).
 contract AgenticCommerce {
     enum JobStatus {
         Open,
@@ -82,12 +85,12 @@ contract AgenticCommerce {
         IAgenticCommerceHook.beforeAction.selector ^ IAgenticCommerceHook.afterAction.selector;
 
     address public immutable admin;
-    address public immutable treasury;
-    uint256 public immutable platformFeeBps;
-    uint256 public immutable evaluatorFeeBps;
+    address public platformTreasury;
+    uint256 public platformFeeBP;
+    uint256 public evaluatorFeeBP;
     uint256 public jobCounter;
 
-    mapping(uint256 => Job) private _jobs;
+    mapping(uint256 => Job) public jobs;
     mapping(address => bool) public whitelistedHooks;
     bool private _entered;
 
@@ -111,6 +114,8 @@ contract AgenticCommerce {
     event EvaluatorFeePaid(uint256 indexed jobId, address indexed evaluator, uint256 amount);
     event Refunded(uint256 indexed jobId, address indexed client, uint256 amount);
     event HookWhitelistUpdated(address indexed hook, bool status);
+    event PlatformFeeSet(uint256 feeBP, address indexed treasury);
+    event EvaluatorFeeSet(uint256 feeBP);
 
     error InvalidJob();
     error WrongStatus();
@@ -140,13 +145,29 @@ contract AgenticCommerce {
         if (platformFeeBps_ + evaluatorFeeBps_ > BPS) revert FeesTooHigh();
         admin = msg.sender;
         whitelistedHooks[address(0)] = true; // no hook: always allowed, as in the reference
-        treasury = treasury_;
-        platformFeeBps = platformFeeBps_;
-        evaluatorFeeBps = evaluatorFeeBps_;
+        platformTreasury = treasury_;
+        platformFeeBP = platformFeeBps_;
+        evaluatorFeeBP = evaluatorFeeBps_;
+    }
+
+    function setPlatformFee(uint256 feeBP_, address treasury_) external {
+        _onlyAdmin();
+        if (treasury_ == address(0)) revert ZeroAddress();
+        if (feeBP_ + evaluatorFeeBP > BPS) revert FeesTooHigh();
+        platformFeeBP = feeBP_;
+        platformTreasury = treasury_;
+        emit PlatformFeeSet(feeBP_, treasury_);
+    }
+
+    function setEvaluatorFee(uint256 feeBP_) external {
+        _onlyAdmin();
+        if (feeBP_ + platformFeeBP > BPS) revert FeesTooHigh();
+        evaluatorFeeBP = feeBP_;
+        emit EvaluatorFeeSet(feeBP_);
     }
 
     function setHookWhitelist(address hook, bool status) external {
-        if (msg.sender != admin) revert AccessControlUnauthorizedAccount(msg.sender, ADMIN_ROLE);
+        _onlyAdmin();
         if (hook == address(0)) revert ZeroAddress();
         whitelistedHooks[hook] = status;
         emit HookWhitelistUpdated(hook, status);
@@ -166,7 +187,7 @@ contract AgenticCommerce {
         if (!whitelistedHooks[hook]) revert HookNotWhitelisted();
         if (hook != address(0) && !_isHook(hook)) revert InvalidHook();
         jobId = ++jobCounter;
-        Job storage job = _jobs[jobId];
+        Job storage job = jobs[jobId];
         job.id = jobId;
         job.client = msg.sender;
         job.provider = provider;
@@ -174,7 +195,8 @@ contract AgenticCommerce {
         job.description = description;
         job.expiredAt = expiredAt;
         job.hook = hook;
-        job.providerAgentId = providerAgentId;
+        // As in the reference, an agent id is kept only with a provider.
+        if (provider != address(0)) job.providerAgentId = providerAgentId;
         emit JobCreated(jobId, msg.sender, provider, evaluator, expiredAt, hook);
         if (hook != address(0)) {
             IAgenticCommerceHook(hook).afterAction(
@@ -259,12 +281,13 @@ contract AgenticCommerce {
         _beforeHook(job, jobId, data);
         job.status = JobStatus.Completed;
         uint256 budget = job.budget;
-        uint256 platformFee = (budget * platformFeeBps) / BPS;
-        uint256 evaluatorFee = (budget * evaluatorFeeBps) / BPS;
+        uint256 platformFee = (budget * platformFeeBP) / BPS;
+        uint256 evaluatorFee = (budget * evaluatorFeeBP) / BPS;
         uint256 net = budget - platformFee - evaluatorFee;
         address token = job.paymentToken;
         // The reference's order: fees, then JobCompleted, then the provider's payment.
         if (platformFee > 0) {
+            address treasury = platformTreasury;
             TokenTransfer.pay(token, treasury, platformFee);
             emit PlatformFeePaid(jobId, treasury, platformFee);
         }
@@ -326,7 +349,11 @@ contract AgenticCommerce {
     }
 
     function getJob(uint256 jobId) external view returns (Job memory) {
-        return _jobs[jobId];
+        return jobs[jobId];
+    }
+
+    function _onlyAdmin() private view {
+        if (msg.sender != admin) revert AccessControlUnauthorizedAccount(msg.sender, ADMIN_ROLE);
     }
 
     function _beforeHook(Job storage job, uint256 jobId, bytes memory data) private {
@@ -357,6 +384,6 @@ contract AgenticCommerce {
 
     function _job(uint256 jobId) private view returns (Job storage job) {
         if (jobId == 0 || jobId > jobCounter) revert InvalidJob();
-        job = _jobs[jobId];
+        job = jobs[jobId];
     }
 }

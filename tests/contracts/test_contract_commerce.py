@@ -119,6 +119,10 @@ class TestCreate:
             7,
             0,
         )
+        # the reference's public mapping getter answers the same fields
+        assert tuple(c.commerce.functions.jobs(job).call()) == tuple(
+            c.commerce.functions.getJob(job).call()
+        )
 
     def test_rejects_zero_evaluator_and_past_expiry(self, c: Chain) -> None:
         """createJob needs an evaluator and a deadline in the future (ExpiryTooShort, the
@@ -244,6 +248,7 @@ class TestSetup:
     def test_set_provider_by_client_once(self, c: Chain) -> None:
         """setProvider is client-only, emits ProviderSet with agentId, and only while unset."""
         job, _ = create(c, provider=None)
+        assert c.commerce.functions.getJob(job).call()[10] == 0  # agent id 7 needs a provider
         fn = c.commerce.functions.setProvider(job, cs(PROVIDER), 42)
         c.expect_revert(STRANGER, fn, "Unauthorized()")
         receipt = c.send(CLIENT, fn)
@@ -405,6 +410,47 @@ class TestComplete:
             BUDGET - platform - evaluator,
         ]
         assert status(c, job) == COMPLETED
+
+    def test_fees_are_the_admins_to_change(self, c: Chain) -> None:
+        """setPlatformFee / setEvaluatorFee: admin only, FeesTooHigh past 10,000 bps together,
+        ZeroAddress for the treasury; they emit PlatformFeeSet / EvaluatorFeeSet and the next
+        complete pays the new fees to the new treasury."""
+        fns = c.commerce.functions
+        assert (fns.platformFeeBP().call(), fns.evaluatorFeeBP().call()) == (
+            PLATFORM_FEE_BPS,
+            EVALUATOR_FEE_BPS,
+        )
+        assert fns.platformTreasury().call().lower() == c.d.treasury.lower()
+        treasury = cs(STRANGER)
+        denied = "AccessControlUnauthorizedAccount(address,bytes32)"
+        c.expect_revert(CLIENT, fns.setPlatformFee(100, treasury), denied)
+        c.expect_revert(CLIENT, fns.setEvaluatorFee(100), denied)
+        c.expect_revert(DEPLOYER, fns.setPlatformFee(100, NO_HOOK), "ZeroAddress()")
+        c.expect_revert(
+            DEPLOYER, fns.setPlatformFee(10_001 - EVALUATOR_FEE_BPS, treasury), "FeesTooHigh()"
+        )
+        receipt = c.send(DEPLOYER, fns.setPlatformFee(300, treasury))
+        (ev,) = c.events(receipt, c.commerce)
+        assert (ev.name, ev.args) == (
+            "PlatformFeeSet",
+            {"feeBP": 300, "treasury": treasury.lower()},
+        )
+        c.expect_revert(DEPLOYER, fns.setEvaluatorFee(9_701), "FeesTooHigh()")
+        receipt = c.send(DEPLOYER, fns.setEvaluatorFee(200))
+        (ev,) = c.events(receipt, c.commerce)
+        assert (ev.name, ev.args) == ("EvaluatorFeeSet", {"feeBP": 200})
+        job, _ = funded(c)
+        c.send(PROVIDER, fns.submit(job, b"\x03" * 32, EMPTY))
+        before = c.balance(treasury)
+        receipt = c.send(EVALUATOR, fns.complete(job, b"\x04" * 32, EMPTY))
+        evs = c.events(receipt, c.commerce)
+        assert evs[0].args == {
+            "jobId": job,
+            "treasury": treasury.lower(),
+            "amount": BUDGET * 3 // 100,
+        }
+        assert evs[1].args["amount"] == BUDGET * 2 // 100
+        assert c.balance(treasury) - before == BUDGET * 3 // 100
 
     def test_complete_needs_submitted(self, c: Chain) -> None:
         """A Funded job cannot be completed; as in the reference the status is checked before

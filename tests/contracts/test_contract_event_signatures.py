@@ -111,10 +111,13 @@ DIAMOND_AUX = [
     ("Paused(address account)", "", ""),
     ("Unpaused(address account)", "", ""),
 ]
-EMITTER_AUX = [
-    # AgenticCommerce's fee setters (the devnet AgenticCommerce fixes its fees at deployment)
+# AgenticCommerce's fee setters (the devnet AgenticCommerce and the emitter declare them)
+FEE_SETTERS_8183 = [
     ("PlatformFeeSet(uint256 feeBP, address indexed treasury)", "", ""),
     ("EvaluatorFeeSet(uint256 feeBP)", "", ""),
+]
+EMITTER_AUX = [
+    *FEE_SETTERS_8183,
     ("StakeForfeited(bytes32 indexed taskId, address indexed worker, uint256 stakeAmount)", "", ""),
     (
         "TaskRated(bytes32 indexed taskId, address indexed worker, uint8 rating, "
@@ -240,6 +243,7 @@ EXPECTED = {
         *CURRENT_8183,
         *COMMON_8183,
         ("HookWhitelistUpdated(address indexed hook, bool status)", "", ""),
+        *FEE_SETTERS_8183,
     ],
     "LegacyAgenticCommerce": LEGACY_8183 + COMMON_8183,
     "LegacyTaskMarket": PRE14_CREATED + CURRENT_TASKS,
