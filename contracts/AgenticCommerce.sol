@@ -184,7 +184,9 @@ contract AgenticCommerce {
         if (evaluator == address(0)) revert ZeroAddress();
         if (evaluator == provider) revert ProviderCannotBeEvaluator();
         if (expiredAt <= block.timestamp) revert ExpiryTooShort();
-        if (!whitelistedHooks[hook]) revert HookNotWhitelisted();
+        // no hook is allowed by the rule itself too: behind a proxy the constructor's entry
+        // for address(0) is in the implementation's storage, not the proxy's
+        if (hook != address(0) && !whitelistedHooks[hook]) revert HookNotWhitelisted();
         if (hook != address(0) && !_isHook(hook)) revert InvalidHook();
         jobId = ++jobCounter;
         Job storage job = jobs[jobId];
