@@ -23,6 +23,7 @@ from support import keeper_books
 from taskmarket_harness import REWARD, Diamond
 from web3 import Web3
 
+from keeper.act import Keeper
 from keeper.compose import build_rpc
 from keeper.config import Config, ContractConfig, load_config
 from keeper.devnet import deploy
@@ -331,6 +332,16 @@ async def test_paused_diamond_gets_no_simulation_until_unpaused(
     assert metrics.registry.get_sample_value("keeper_contract_paused", paused) == 0.0
 
 
+async def _left_alone(
+    escrows: Escrows, rpc: RpcClient, keeper: Keeper, index: Index, *, blocks: int
+) -> None:
+    """Mine ``blocks`` blocks, ticking on each: nothing is sent, nor even simulated."""
+    for _ in range(blocks):
+        escrows.control.mine()
+        assert await _tick(rpc, keeper, index) == 0
+        assert keeper.last is not None and keeper.last.simulated == []
+
+
 async def test_a_finalize_paying_no_award_ends_the_task_in_the_index(
     escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
 ) -> None:
@@ -358,9 +369,7 @@ async def test_a_finalize_paying_no_award_ends_the_task_in_the_index(
     assert (attempt.kind, intent.outcome) == ("call", "confirmed")
     assert intent.receipt_block is not None
     assert int(row.extra["finalized_silently_at"]) >= intent.receipt_block
-    escrows.control.mine()
-    assert await _tick(rpc, keeper, index) == 0
-    assert keeper.last is not None and keeper.last.simulated == []
+    await _left_alone(escrows, rpc, keeper, index, blocks=1)
 
 
 async def test_a_silent_finalize_by_someone_else_is_seen_by_the_gate(
@@ -377,10 +386,7 @@ async def test_a_silent_finalize_by_someone_else_is_seen_by_the_gate(
     assert await _tick(rpc, keeper, index) == 0
     assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
     assert keeper_books.outcome_counts(keeper.store) == {"preempted": 1}
-    for _ in range(6):  # past the keeper's look-again interval
-        escrows.control.mine()
-        assert await _tick(rpc, keeper, index) == 0
-        assert keeper.last is not None and keeper.last.simulated == []
+    await _left_alone(escrows, rpc, keeper, index, blocks=6)  # past the look-again interval
 
 
 async def test_a_stuck_silent_finalize_is_replaced_by_a_call_again(
