@@ -25,7 +25,7 @@ from web3 import Web3
 
 from keeper.act import Keeper
 from keeper.compose import build_rpc
-from keeper.config import Config, ContractConfig, load_config
+from keeper.config import ClusterConfig, Config, ContractConfig, load_config
 from keeper.devnet import deploy
 from keeper.domain.dialects import ErrorClass
 from keeper.domain.dialects_taskmarket import TASKMARKET, TASKMARKET_MONOLITHIC
@@ -34,6 +34,7 @@ from keeper.domain.planner import ActionKind
 from keeper.domain.taskmodes import BOUNTY, CLAIM
 from keeper.errors import RetryableError
 from keeper.indexing import build_indexing
+from keeper.leadership import Leadership
 from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 from keeper.rpc.errors import ExecutionRevertedError
@@ -418,4 +419,30 @@ async def test_a_stuck_silent_finalize_is_replaced_by_a_call_again(
     [intent] = keeper_books.all_intents(keeper.store)
     assert intent.outcome == "confirmed"
     assert dm.task(task_id).status is TaskStatus.ACCEPTED
+    assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
+
+
+async def test_a_standby_keeper_leaves_the_record_to_the_leader(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """On a daemon standing by (its index store fenced by a lease it does not hold) the
+    gate's finding is not written: the tick goes on, and the task stays as the leader's
+    index has it until a leading keeper looks again."""
+    dm = Diamond(escrows)
+    task_id, deadline = dm.appealing_task(award=0)
+    keeper = make_keeper(store=index.indexing.store)
+    escrows.control.mine_at(deadline)
+    dm.direct(DEPLOYER, "finalizeVerdict(bytes32)", bytes.fromhex(task_id[2:]))
+    await index.to_head()
+    store = index.indexing.store
+    store.fence = Leadership(index.conn, 31337, ClusterConfig()).fence  # never acquired
+    head = await rpc.get_block("latest")
+    assert head is not None
+    summary = await keeper.tick(head, [], index.due(head))
+    assert (summary.sent, keeper_books.outcome_counts(keeper.store)) == (0, {"preempted": 1})
+    assert index.task(dm.address, task_id).status is TaskStatus.APPEALING
+    store.fence = None  # leading now: the keeper's next look records it
+    for _ in range(keeper.settings.redecide_after_blocks):
+        escrows.control.mine()
+        await _tick(rpc, keeper, index)
     assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
