@@ -397,6 +397,9 @@ class Keeper:
         task leaves the plan.
         """
         finals = [a for a in actions if a.action is ActionKind.FINALIZE_VERDICT]
+        # remembered only while planned: a task that left the plan is never probed again
+        planned = {_key(a) for a in finals}
+        self._probed = {k: v for k, v in self._probed.items() if k in planned}
         if self.index is None or not finals:
             return
         intents = self.store.intents_for(_key(a) for a in finals)

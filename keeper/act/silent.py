@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from keeper.act.simulate import SimResult
-from keeper.domain.hashing import keccak
+from keeper.domain.dialects import selector
 from keeper.domain.model import BlockHeader, ChainRead
 from keeper.domain.planner import ActionKind
 from keeper.domain.reads import FINALIZE_SILENT
 
-__all__ = ["NOT_IN_APPEALING", "silent_finalizes"]
+__all__ = ["silent_finalizes"]
 
-NOT_IN_APPEALING: Final = keccak(text="NotInAppealingState()")[:4]
+_NOT_IN_APPEALING: Final = selector("NotInAppealingState()")
 
 
 def silent_finalizes(results: Sequence[SimResult], head: BlockHeader) -> list[ChainRead]:
@@ -50,5 +50,5 @@ def silent_finalizes(results: Sequence[SimResult], head: BlockHeader) -> list[Ch
         for res in results
         if res.action.action is ActionKind.FINALIZE_VERDICT
         and res.revert is not None
-        and res.revert[:4] == NOT_IN_APPEALING
+        and res.revert[:4] == _NOT_IN_APPEALING
     ]

@@ -152,6 +152,15 @@ _READ_UPSERT: Final = upsert(
 )  # fmt: skip
 
 
+def _read_rows(chain_id: int, reads: Sequence[ChainRead]) -> list[tuple[Any, ...]]:
+    """``_READ_UPSERT``'s parameters for each read."""
+    return [
+        (chain_id, r.contract, r.subject, r.kind, r.block_hash, r.block_number,
+         encode_args(r.result), r.source)
+        for r in reads
+    ]  # fmt: skip
+
+
 class Fence(Protocol):
     """Run first inside every write transaction; raises to refuse it (keeper.store.leases)."""
 
@@ -335,14 +344,7 @@ class IndexStore:
         kept = [r for r in reads if r.subject and (r.block_number, r.block_hash) in held]
         if not kept:
             return set()
-        c.executemany(
-            _READ_UPSERT,
-            [
-                (cid, r.contract, r.subject, r.kind, r.block_hash, r.block_number,
-                 encode_args(r.result), r.source)
-                for r in kept
-            ],
-        )  # fmt: skip
+        c.executemany(_READ_UPSERT, _read_rows(cid, kept))
         touched = {(r.contract, r.subject) for r in kept}
         self.projections.rebuild_subjects(touched, (), kept)
         return touched
@@ -462,14 +464,7 @@ class IndexStore:
             "timestamp = excluded.timestamp",
             [(cid, b.number, b.hash, b.parent_hash, b.timestamp) for b in batch.blocks],
         )
-        c.executemany(
-            _READ_UPSERT,
-            [
-                (cid, r.contract, r.subject, r.kind, r.block_hash, r.block_number,
-                 encode_args(r.result), r.source)
-                for r in batch.reads
-            ],
-        )  # fmt: skip
+        c.executemany(_READ_UPSERT, _read_rows(cid, batch.reads))
 
         touched = {(e.contract, e.subject) for e in batch.events if e.subject is not None}
         touched.update((r.contract, r.subject) for r in batch.reads if r.subject)
