@@ -9,7 +9,8 @@ interface IBulkEscrow {
         uint48 expiredAt,
         string calldata description,
         address hook,
-        uint256 providerAgentId
+        uint256 providerAgentId,
+        bytes calldata optParams
     ) external returns (uint256);
     function setBudget(uint256 jobId, address token, uint256 amount, bytes calldata optParams)
         external;
@@ -131,7 +132,7 @@ contract BulkJobDriver {
         uint48 expiredAt = uint48(block.timestamp) + TTL;
         for (uint256 i = 0; i < descriptions.length; i++) {
             escrow.createJob(
-                address(provider), address(evaluator), expiredAt, descriptions[i], address(0), i
+                address(provider), address(evaluator), expiredAt, descriptions[i], address(0), i, ""
             );
         }
     }
