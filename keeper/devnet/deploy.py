@@ -33,6 +33,7 @@ __all__ = [
     "connect",
     "deploy_all",
     "deploy_contract",
+    "deploy_erc8183",
     "deploy_taskmarket",
     "facet_selectors",
     "send_call",
@@ -237,6 +238,26 @@ def deploy_taskmarket(w3: Web3, treasury: str, usdc: str) -> tuple[str, str]:
     return diamond, forwarder
 
 
+def deploy_erc8183(w3: Web3, treasury: str, usdc: str) -> tuple[str, str]:
+    """The ERC8183.sol-shaped escrow and its switchable hook; (escrow, hook).
+
+    As in the reference, a payment token must be on the admin's allowlist and a hook on its
+    whitelist before a job may use them: ``usdc`` and the hook are both put there.
+    """
+    escrow = deploy_contract(
+        w3, DEPLOYER_KEY, "ERC8183", treasury, PLATFORM_FEE_BPS, EVALUATOR_FEE_BPS
+    )
+    hook = deploy_contract(w3, DEPLOYER_KEY, "SwitchableHook")
+    contract = w3.eth.contract(
+        address=Web3.to_checksum_address(escrow), abi=load_artifact("ERC8183")[0]
+    )
+    send_call(w3, DEPLOYER_KEY, contract.functions.setPaymentTokenAllowed(usdc, True))
+    send_call(
+        w3, DEPLOYER_KEY, contract.functions.setHookWhitelist(Web3.to_checksum_address(hook), True)
+    )
+    return escrow, hook
+
+
 def deploy_all(rpc_url: str) -> Deployment:
     """Deploy every devnet contract from DEV_KEYS[0].
 
@@ -268,10 +289,7 @@ def deploy_all(rpc_url: str) -> Deployment:
     )
     multicall = deploy_contract(w3, DEPLOYER_KEY, "Multicall3")
     emitter = deploy_contract(w3, DEPLOYER_KEY, "EventEmitter")
-    erc8183 = deploy_contract(
-        w3, DEPLOYER_KEY, "ERC8183", treasury, PLATFORM_FEE_BPS, EVALUATOR_FEE_BPS
-    )
-    hook = deploy_contract(w3, DEPLOYER_KEY, "SwitchableHook")
+    erc8183, hook = deploy_erc8183(w3, treasury, usdc_cs)
     return Deployment(
         chain_id=int(w3.eth.chain_id),
         usdc=usdc,
