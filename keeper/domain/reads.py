@@ -52,7 +52,7 @@ A read that reverts, cannot be decoded or cannot be had is recorded with an
 ``error`` key (``MISSING_REASON`` names why); reducers fall back to what the
 events say.
 
-One kind is an observation, not a view call, and is never made again:
+Two kinds are observations, not view calls, and are never made again:
 
 ``finalizeSilent`` (task market, subject = task id)
     ``refused``: the error name. The keeper's ``finalizeVerdict`` answered
@@ -61,6 +61,13 @@ One kind is an observation, not a view call, and is never made again:
     revision 21 a verdict whose every award is zero pays no ``TaskCompleted``).
     Recorded only at a block of the index's window, by the keeper
     (``keeper.act.silent``), so a rollback past that block drops it with the events.
+
+``resolveSilent`` (task market, subject = task id)
+    ``refused``: the error name. The keeper's probe ``resolveDispute(taskId, APPROVE,
+    [])`` answered ``NotInDisputedState`` at an indexed block whose events leave the
+    task Disputed: the resolver settled the dispute by a call that emits nothing (from
+    revision 21 a resolution whose every award is zero pays no ``TaskCompleted``).
+    Recorded like ``finalizeSilent``, at a block of the index's window only.
 """
 
 from __future__ import annotations
@@ -82,6 +89,7 @@ __all__ = [
     "MISSING",
     "PAYMENT_TOKEN",
     "READ_KINDS",
+    "RESOLVE_SILENT",
     "STABLE_FIELDS",
     "STATE_UNAVAILABLE",
     "ReadRequest",
@@ -97,6 +105,7 @@ PAYMENT_TOKEN: Final = "paymentToken"
 GET_TASK_EVALUATOR_CONFIG: Final = "getTaskEvaluatorConfig"
 GET_TASK_VERDICT: Final = "getTaskVerdict"
 FINALIZE_SILENT: Final = "finalizeSilent"
+RESOLVE_SILENT: Final = "resolveSilent"
 
 # kind -> the result keys the reducers rely on
 READ_KINDS: Final[dict[str, tuple[str, ...]]] = {

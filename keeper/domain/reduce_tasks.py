@@ -22,6 +22,7 @@ from keeper.domain.reads import (
     FINALIZE_SILENT,
     GET_TASK_EVALUATOR_CONFIG,
     GET_TASK_VERDICT,
+    RESOLVE_SILENT,
 )
 from keeper.domain.reducer_inputs import (
     Reads,
@@ -277,27 +278,50 @@ def _finalized_silently(st: TaskState, read: ChainRead) -> None:
         st.updated_block = max(st.updated_block, read.block_number)
 
 
+def _resolved_silently(st: TaskState, read: ChainRead) -> None:
+    """``resolveDispute`` refused at this block as no longer Disputed, and no event says
+    why: every other way out of Disputed emits one (a paid award ``TaskCompleted``, an
+    expiry refund ``TaskExpired``), so the resolver settled it paying no award
+    (``keeper.domain.reads``) and the requester got the rest back. A task the events
+    already moved on is left as they say."""
+    if st.status == TaskStatus.DISPUTED:
+        st.status = TaskStatus.ACCEPTED
+        st.extra["resolved_silently_at"] = str(read.block_number)
+        st.updated_block = max(st.updated_block, read.block_number)
+
+
+# the observations (keeper.domain.reads) and what each does to the task
+_OBSERVED: dict[str, Callable[[TaskState, ChainRead], None]] = {
+    FINALIZE_SILENT: _finalized_silently,
+    RESOLVE_SILENT: _resolved_silently,
+}
+
+
 def reduce_task(
     contract: str, task_id: str, events: Sequence[Event], reads: Sequence[ChainRead]
 ) -> TaskState:
     """Fold a task-market task from its events; other subjects' events are ignored.
 
-    An observation of a silent finalize applies after every event of its block (it
-    was made on the state that block left) and before the next block's."""
+    An observation of a silent finalize or resolution applies after every event of its
+    block (it was made on the state that block left) and before the next block's."""
     st = TaskState(contract=contract, task_id=task_id)
     mine = chain_order(events, contract, task_id, Protocol.TASKMARKET)
     if not mine:
         return st
     ctx = _TaskCtx(reads=Reads.of(reads, contract, task_id))
-    silent = list(ctx.reads.by_kind.get(FINALIZE_SILENT, ()))
+    seen = sorted(
+        (r for kind in _OBSERVED for r in ctx.reads.by_kind.get(kind, ())),
+        key=lambda r: r.block_number,
+    )
     st.created_block = mine[0].log.block_number
     for e in mine:
-        while silent and silent[0].block_number < e.log.block_number:
-            _finalized_silently(st, silent.pop(0))
+        while seen and seen[0].block_number < e.log.block_number:
+            read = seen.pop(0)
+            _OBSERVED[read.kind](st, read)
         handler = _TASK_HANDLERS.get(e.name or "")
         if handler is not None:
             handler(st, e, ctx)
         st.updated_block = e.log.block_number
-    for read in silent:
-        _finalized_silently(st, read)
+    for read in seen:
+        _OBSERVED[read.kind](st, read)
     return st

@@ -21,7 +21,7 @@ from keeper.domain.model import (
     TaskStatus,
     VerdictType,
 )
-from keeper.domain.reads import FINALIZE_SILENT, reads_for
+from keeper.domain.reads import FINALIZE_SILENT, RESOLVE_SILENT, reads_for
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.domain.taskmodes import BOUNTY
 
@@ -567,6 +567,53 @@ class TestTasks:
         evs.append(c.ev(TASKS, "TaskDisputed", taskId=TASK, disputeResolver=RESOLVER))
         st_ = reduce_task(TASKS, TASK, evs, reads)
         assert (st_.status, st_.dispute_resolver) == (TaskStatus.DISPUTED, RESOLVER)
+
+    def test_a_silent_resolution_ends_disputed_only_from_its_block_on(self) -> None:
+        """A dispute resolved paying no award settles without an event; the keeper's
+        observation (resolveDispute refused as no longer Disputed) moves the task to
+        Accepted from the block it was made at, after that block's events. One made before
+        the dispute, or once the events have moved the task on, changes nothing; a silent
+        finalize observation does not end a dispute."""
+        c = Chain()
+        evs, reads, _ = self._reviewed(c)
+        c.next_block()
+        evs.append(
+            c.ev(TASKS, "TaskEvaluated", taskId=TASK, evaluator=EVALUATOR, verdictType=0, score=9)
+        )
+        early = c.read(TASKS, TASK, RESOLVE_SILENT, refused="NotInDisputedState")
+        c.next_block()
+        evs.append(c.ev(TASKS, "TaskAppealed", taskId=TASK, appellant=PROVIDER))
+        evs.append(c.ev(TASKS, "TaskDisputed", taskId=TASK, disputeResolver=RESOLVER))
+        at_dispute = c.read(TASKS, TASK, RESOLVE_SILENT, refused="NotInDisputedState")
+        finalized = c.read(TASKS, TASK, FINALIZE_SILENT, refused="NotInAppealingState")
+        c.next_block(50)
+        seen = c.read(TASKS, TASK, RESOLVE_SILENT, refused="NotInDisputedState")
+        # made while the task was still Appealing by its events: before the dispute
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, early])
+        assert (st_.status, "resolved_silently_at" in st_.extra) == (TaskStatus.DISPUTED, False)
+        assert reduce_task(TASKS, TASK, evs, [*reads, finalized]).status is TaskStatus.DISPUTED
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, seen])
+        assert (st_.status, st_.extra["resolved_silently_at"], st_.updated_block) == (
+            TaskStatus.ACCEPTED,
+            str(c.block),
+            c.block,
+        )
+        assert (st_.paid_amount, st_.dispute_resolver) == (0, RESOLVER)
+        # made on the state the dispute's block left: after its events
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, at_dispute])
+        assert (st_.status, st_.extra["resolved_silently_at"]) == (
+            TaskStatus.ACCEPTED,
+            str(at_dispute.block_number),
+        )
+        # the first observation decides; a later one finds the task Accepted already
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, seen, at_dispute])
+        assert st_.extra["resolved_silently_at"] == str(at_dispute.block_number)
+        # the events moved it on (an expiry refund) before the observation's block
+        evs.append(c.ev(TASKS, "TaskExpired", taskId=TASK, requester=CLIENT, refundAmount=7))
+        c.next_block()
+        later = c.read(TASKS, TASK, RESOLVE_SILENT, refused="NotInDisputedState")
+        st_ = reduce_task(TASKS, TASK, evs, [*reads, later])
+        assert (st_.status, "resolved_silently_at" in st_.extra) == (TaskStatus.EXPIRED, False)
 
     def test_evaluator_timeout_then_reopen_then_resubmit(self) -> None:
         """After a timeout the evaluator is gone: a reopened task's resubmission awaits approval."""

@@ -28,7 +28,7 @@ from index_builders import (
 )
 
 from keeper.domain.model import BlockHeader, ChainRead, TaskStatus
-from keeper.domain.reads import FINALIZE_SILENT
+from keeper.domain.reads import FINALIZE_SILENT, RESOLVE_SILENT
 from keeper.domain.reducers import reduce_job, reduce_task
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
@@ -475,9 +475,13 @@ class TestRollback:
 class TestObservations:
     """Reads no event called for (keeper.domain.reads, observation kinds)."""
 
-    def _appealing(self, store: IndexStore, blocks: list[SynthBlock]) -> tuple[str, int]:
-        """A task Appealing at the top block, and the block of its last event."""
-        rows = store.conn.execute("SELECT * FROM tasks WHERE status = 'appealing'").fetchall()
+    def _in(
+        self, store: IndexStore, blocks: list[SynthBlock], status: TaskStatus
+    ) -> tuple[str, int]:
+        """A task in ``status`` at the top block, and the block of its last event."""
+        rows = store.conn.execute(
+            "SELECT * FROM tasks WHERE status = ?", (status.label,)
+        ).fetchall()
         last = {}
         for e in (e for b in blocks for e in b.events if e.contract == TASKS):
             last[e.subject] = e.log.block_number
@@ -491,29 +495,36 @@ class TestObservations:
         ).fetchone()
         return task_from_row(row).status
 
-    def test_a_silent_finalize_is_kept_only_at_a_held_block_and_goes_with_it(
-        self, new_db: Callable[[], str]
+    @pytest.mark.parametrize(
+        ("kind", "status", "refused"),
+        [
+            (FINALIZE_SILENT, TaskStatus.APPEALING, "NotInAppealingState"),
+            (RESOLVE_SILENT, TaskStatus.DISPUTED, "NotInDisputedState"),
+        ],
+    )
+    def test_a_silent_settlement_is_kept_only_at_a_held_block_and_goes_with_it(
+        self, new_db: Callable[[], str], kind: str, status: TaskStatus, refused: str
     ) -> None:
         store = _store(new_db)
         blocks = Synth(seed=3).blocks(1, 60)
         store.apply_batch(batch_of(blocks, finalized=0))
-        task_id, last = self._appealing(store, blocks)
+        task_id, last = self._in(store, blocks, status)
         top = blocks[-1].header
-        seen = ChainRead(TASKS, task_id, FINALIZE_SILENT, top.number, top.hash,
-                         {"refused": "NotInAppealingState"}, "keeper simulation")  # fmt: skip
+        seen = ChainRead(TASKS, task_id, kind, top.number, top.hash,
+                         {"refused": refused}, "keeper simulation")  # fmt: skip
         # a block of another fork at that height: nothing a rollback would ever remove
         other = replace(seen, block_hash=block_hash(top.number, "other"))
         assert store.record_observations([other]) == set()
-        assert self._status(store, task_id) is TaskStatus.APPEALING
+        assert self._status(store, task_id) is status
         assert store.record_observations([seen]) == {(TASKS, task_id)}
         assert self._status(store, task_id) is TaskStatus.ACCEPTED
         store.rebuild_all()  # a pure function of what is stored
         assert self._status(store, task_id) is TaskStatus.ACCEPTED
         store.rollback_to(max(last, top.number - 1))
-        assert self._status(store, task_id) is TaskStatus.APPEALING
+        assert self._status(store, task_id) is status
         assert (
             store.conn.execute(
-                "SELECT count(*) FROM chain_reads WHERE kind = ?", (FINALIZE_SILENT,)
+                "SELECT count(*) FROM chain_reads WHERE kind = ?", (kind,)
             ).fetchone()[0]
             == 0
         )
