@@ -19,7 +19,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from keeper.act.chain import ChainRpc
+from keeper.act.chain import ChainRpc, revert_data
 from keeper.act.detect import DialectBook
 from keeper.act.dialect_watch import DialectWatch
 from keeper.act.guards import PauseWatch, apply_job_rules, hook_blocked_detail
@@ -27,21 +27,28 @@ from keeper.act.outcomes import OutcomeRecorder
 from keeper.act.settings import REORG_WATCH_BLOCKS, KeeperSettings, TickSummary
 from keeper.act.settle import Settler
 from keeper.act.signer import Signer, load_signer
-from keeper.act.silent import silent_finalizes
-from keeper.act.simulate import SimResult, batchable
+from keeper.act.silent import (
+    RESOLVE_PROBE,
+    disputes_to_probe,
+    silent_finalizes,
+    silent_resolutions,
+)
+from keeper.act.simulate import SimResult, batchable, bounded
 from keeper.act.transactions import Transactions, outcome_of
 from keeper.config import ContractConfig, KeeperConfig
 from keeper.domain.fees import CapHit, suggest
-from keeper.domain.model import BlockHeader, JobState, TaskState
+from keeper.domain.model import BlockHeader, ChainRead, JobState, TaskState
 from keeper.domain.planner import Action, ActionKind, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
+from keeper.rpc.errors import ExecutionRevertedError
 from keeper.store.claims import Claims
 from keeper.store.db import Db
 from keeper.store.index_store import IndexStore
 from keeper.store.intents import Intent, IntentStore, Outcome
 from keeper.store.leases import LeaseLostError
+from keeper.store.states import disputed_tasks
 
 __all__ = ["Keeper", "KeeperSettings", "TickSummary"]
 
@@ -84,6 +91,7 @@ class Keeper:
         # where what a simulation learns that no event says is recorded (keeper.act.silent)
         self.index = index
         self._probed: dict[tuple[str, str, str], int] = {}
+        self._disputes_probed: dict[tuple[str, str], int] = {}
         self.contracts = tuple(contracts)
         # detected at start-up (the daemon's detect_dialects, else recover()), and again
         # before each plan for a contract upgraded since
@@ -247,6 +255,8 @@ class Keeper:
                 await self._dry_run(todo, head, summary)
             elif todo or self.tx.has_gaps:
                 await self._act(todo, head, summary)
+            # after the sends: a probe's failure (the tick's) must not hold a due call back
+            await self._probe_disputes(head, {*summary.paused, *held}, summary)
             self.last = summary
             return summary
 
@@ -419,9 +429,46 @@ class Keeper:
         if due:
             self._observe(await self.tx.simulate(due, head.number), head)
 
+    async def _probe_disputes(
+        self, head: BlockHeader, skip: Iterable[str], summary: TickSummary
+    ) -> None:
+        """Probe the index's Disputed tasks for a resolution that emitted nothing.
+
+        No keeper call is ever due on a Disputed task, so nothing else would look at
+        one; a resolution paying no award leaves no event (keeper.act.silent). Every
+        few blocks per task, at the head the index holds, never on a paused contract.
+        """
+        if self.index is None:
+            return
+        probes = disputes_to_probe(
+            disputed_tasks(self.index.conn, self.index.chain_id),
+            head.number,
+            self._disputes_probed,
+            self.settings.redecide_after_blocks,
+            frozenset(skip),
+        )
+        self._disputes_probed = probes.probed
+        summary.disputes_probed = [(t.contract, t.task_id) for t in probes.due]
+        if not probes.due:
+            return
+
+        async def refusal(task: TaskState) -> bytes | None:
+            try:
+                await self.rpc.call(task.contract, RESOLVE_PROBE.encode(task.task_id), head.number)
+            except ExecutionRevertedError as exc:
+                return revert_data(exc)
+            return None
+
+        answers = await bounded([refusal(t) for t in probes.due])
+        reads = silent_resolutions(zip(probes.due, answers, strict=True), head)
+        self._record(reads, head, "keeper_resolved_silently")
+
     def _observe(self, results: Sequence[SimResult], head: BlockHeader) -> None:
         """Record in the index the silent finalizes these simulations at ``head`` show."""
-        reads = silent_finalizes(results, head)
+        self._record(silent_finalizes(results, head), head, "keeper_finalized_silently")
+
+    def _record(self, reads: Sequence[ChainRead], head: BlockHeader, event: str) -> None:
+        """Write observations to the index; one info line ``event`` per task they moved."""
         if self.index is None or not reads:
             return
         try:
@@ -429,8 +476,7 @@ class Keeper:
         except LeaseLostError:  # a standby's: the leading daemon's keeper records it
             return
         for contract, subject in sorted(touched):
-            log.info("keeper_finalized_silently", contract=contract, subject=subject,
-                     block=head.number)  # fmt: skip
+            log.info(event, contract=contract, subject=subject, block=head.number)
 
     def _group(self, actions: list[Action]) -> list[list[Action]]:
         """Batches of batchable actions (when Multicall3 is configured), singles otherwise."""

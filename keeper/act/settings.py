@@ -104,5 +104,7 @@ class TickSummary:
     simulated: list[SimResult] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     paused: dict[str, int] = field(default_factory=dict)  # contract -> Paused event block
+    # Disputed tasks probed for a silent resolution (keeper.act.silent): (contract, task id)
+    disputes_probed: list[tuple[str, str]] = field(default_factory=list)
     fee_cap: bool = False
     balance_ok: bool = True

@@ -13,22 +13,53 @@ index already has. The answer is recorded as an observation
 Two simulations give that answer: the gate's, at the decision block, when someone
 else finalized first; and a probe of our own confirmed finalize, which the keeper
 otherwise never looks at again, once the index has passed its receipt's block.
+
+A dispute resolved with awards that are all zero ends the same way: ``resolveDispute``
+settles the task Accepted, refunds the requester and emits nothing, and no keeper call
+is ever due on a Disputed task. So the keeper probes each Disputed task that has a
+resolver (a ``TaskDisputed`` event; one appealed without a resolver can never be
+resolved) every few blocks with ``resolveDispute(taskId, APPROVE, [])`` at the indexed
+head. The contract checks the pause, then ``status != Disputed`` (``NotInDisputedState``),
+and only then the caller and the awards, so from any address that call answers
+``NotInDisputedState`` exactly when the task is no longer Disputed; every other way out
+of Disputed (a paid award, an expiry refund) emits an event the index already has. The
+answer is recorded as ``keeper.domain.reads.RESOLVE_SILENT``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from keeper.act.simulate import SimResult
-from keeper.domain.dialects import selector
-from keeper.domain.model import BlockHeader, ChainRead
+from keeper.domain.dialects import CONST, SUBJECT, Arg, CallShape, selector
+from keeper.domain.model import BlockHeader, ChainRead, TaskState, TaskStatus, VerdictType
 from keeper.domain.planner import ActionKind
-from keeper.domain.reads import FINALIZE_SILENT
+from keeper.domain.reads import FINALIZE_SILENT, RESOLVE_SILENT
 
-__all__ = ["silent_finalizes"]
+__all__ = [
+    "RESOLVE_PROBE",
+    "DisputeProbes",
+    "disputes_to_probe",
+    "silent_finalizes",
+    "silent_resolutions",
+]
 
 _NOT_IN_APPEALING: Final = selector("NotInAppealingState()")
+_NOT_IN_DISPUTED: Final = selector("NotInDisputedState()")
+
+# never sent, only simulated: a non-REJECT verdict (REJECT is refused after the status
+# check too, but a later revision might move that check) and no awards
+RESOLVE_PROBE: Final = CallShape(
+    "resolveDispute(bytes32,uint8,(address,uint256,uint16)[])",
+    (
+        Arg(SUBJECT),
+        Arg(CONST, VerdictType.APPROVE.value, "a verdict other than REJECT"),
+        Arg(CONST, (), "no awards: refused AwardsRequired while the task is Disputed"),
+    ),
+    permission="the task's dispute resolver; probed from any address",
+)
 
 
 def silent_finalizes(results: Sequence[SimResult], head: BlockHeader) -> list[ChainRead]:
@@ -51,4 +82,68 @@ def silent_finalizes(results: Sequence[SimResult], head: BlockHeader) -> list[Ch
         if res.action.action is ActionKind.FINALIZE_VERDICT
         and res.revert is not None
         and res.revert[:4] == _NOT_IN_APPEALING
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class DisputeProbes:
+    """The Disputed tasks to probe at a head, and when each was last probed afterwards."""
+
+    due: list[TaskState]
+    probed: dict[tuple[str, str], int]
+
+
+def disputes_to_probe(
+    tasks: Iterable[TaskState],
+    head: int,
+    probed: Mapping[tuple[str, str], int],
+    every: int,
+    skip: Collection[str] = (),
+) -> DisputeProbes:
+    """Which Disputed tasks to probe for a silent resolution at block ``head``.
+
+    Only a task with a dispute resolver can be resolved at all; a contract in ``skip``
+    (paused: every call answers ``EnforcedPause``; or its dialect in doubt) is left
+    alone. Each task at most once every ``every`` blocks (the confirmed-finalize probe's
+    cadence): a resolution is rare, and the probe costs an ``eth_call`` per task. The
+    memory keeps only tasks still Disputed, so it is bounded by what the index has
+    Disputed, and a task that left Disputed is never probed again.
+    """
+    due: list[TaskState] = []
+    kept: dict[tuple[str, str], int] = {}
+    for task in tasks:
+        if task.status is not TaskStatus.DISPUTED or task.dispute_resolver is None:
+            continue
+        key = (task.contract, task.task_id)
+        last = probed.get(key)
+        if last is not None:
+            kept[key] = last
+        if task.contract in skip:
+            continue
+        if last is None or head >= last + every:
+            kept[key] = head
+            due.append(task)
+    return DisputeProbes(due, kept)
+
+
+def silent_resolutions(
+    answers: Iterable[tuple[TaskState, bytes | None]], head: BlockHeader
+) -> list[ChainRead]:
+    """The observations in the answers (revert data, None if the call would succeed) of
+    ``RESOLVE_PROBE`` calls made at ``head``.
+
+    Whether the task is Disputed by its events at that block is the reducer's check.
+    """
+    return [
+        ChainRead(
+            task.contract,
+            task.task_id,
+            RESOLVE_SILENT,
+            head.number,
+            head.hash,
+            {"refused": "NotInDisputedState"},
+            f"keeper probe at block {head.number}",
+        )
+        for task, revert in answers
+        if revert is not None and revert[:4] == _NOT_IN_DISPUTED
     ]

@@ -54,6 +54,18 @@ def due_tasks(conn: Db, chain_id: int, now: int) -> list[TaskState]:
     return [task_from_row(r) for r in rows]
 
 
+def disputed_tasks(conn: Db, chain_id: int) -> list[TaskState]:
+    """Disputed tasks with a dispute resolver: the ones a resolution paying no award can
+    end without an event, which only the keeper's probe learns (``keeper.act.silent``).
+    Off ``tasks_status``; few at any time, as a dispute waits only on its resolver."""
+    rows = conn.execute(
+        f"SELECT * FROM tasks WHERE status = ? AND {_chain(conn)} = ? "
+        "AND dispute_resolver IS NOT NULL",
+        (TaskStatus.DISPUTED.label, chain_id),
+    ).fetchall()
+    return [task_from_row(r) for r in rows]
+
+
 def _chain(conn: Db) -> str:
     """The chain column as the deadline reads compare it: ``+chain_id`` keeps SQLite's
     planner off the primary key, whose chain_id prefix matches every row of a one-chain

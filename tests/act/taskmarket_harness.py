@@ -117,6 +117,24 @@ class Diamond:
         )
         return task, self.e.now() + APPEAL_WINDOW
 
+    def disputed_task(self) -> str:
+        """Evaluated (one award), then appealed by the worker: Disputed, with RESOLVER as
+        its dispute resolver (TaskAppealed, then TaskDisputed)."""
+        task, _ = self.appealing_task()
+        self.relay(WORKER, "appeal(bytes32)", bytes.fromhex(task[2:]))
+        return task
+
+    def resolve(self, task_id: str, award: int) -> None:
+        """RESOLVER resolves the dispute APPROVE with one award to WORKER (of 0: settled
+        without an event, revision 21)."""
+        self.direct(
+            RESOLVER,
+            "resolveDispute(bytes32,uint8,(address,uint256,uint16)[])",
+            bytes.fromhex(task_id[2:]),
+            0,
+            [(address_of(WORKER), award, 1)],
+        )
+
     def bounty_with_submission(self, duration: int) -> str:
         task = self.create(duration, mode=BOUNTY)
         self.relay(WORKER, "submitWork(bytes32,bytes32)", bytes.fromhex(task[2:]), b"\x44" * 32)

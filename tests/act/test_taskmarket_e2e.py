@@ -13,6 +13,7 @@ from eth_utils import keccak
 from keeper_harness import (
     CLIENT,
     DEPLOYER,
+    RESOLVER,
     WORKER,
     Escrows,
     MakeKeeper,
@@ -31,6 +32,7 @@ from keeper.domain.dialects import ErrorClass
 from keeper.domain.dialects_taskmarket import TASKMARKET, TASKMARKET_MONOLITHIC
 from keeper.domain.model import BlockHeader, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import ActionKind
+from keeper.domain.reads import RESOLVE_SILENT
 from keeper.domain.taskmodes import BOUNTY, CLAIM
 from keeper.errors import RetryableError
 from keeper.indexing import build_indexing
@@ -446,3 +448,112 @@ async def test_a_standby_keeper_leaves_the_record_to_the_leader(
         escrows.control.mine()
         await _tick(rpc, keeper, index)
     assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
+
+
+def _resolved_silently(index: Index) -> int:
+    """How many silent resolutions the index holds (keeper.domain.reads.RESOLVE_SILENT)."""
+    row = index.conn.execute(
+        "SELECT count(*) FROM chain_reads WHERE kind = ?", (RESOLVE_SILENT,)
+    ).fetchone()
+    return int(row[0])
+
+
+async def test_a_dispute_resolved_paying_no_award_ends_the_task_in_the_index(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """Revision 21 settles a dispute whose every award is zero without an event, and no
+    keeper call is due on a Disputed task. The keeper's probe (resolveDispute from any
+    address, answered NotInDisputedState once the task is no longer Disputed) is recorded,
+    so the index has the task Accepted; it is not probed again."""
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    keeper = make_keeper(store=index.indexing.store)
+    dm.resolve(task_id, 0)
+    resolved = (await rpc.get_block("latest")).number  # type: ignore[union-attr]
+    assert dm.task(task_id).status is TaskStatus.ACCEPTED
+    await index.to_head()
+    assert index.task(dm.address, task_id).status is TaskStatus.DISPUTED  # no event says
+    assert await _tick(rpc, keeper, index) == 0
+    assert keeper.last is not None
+    assert keeper.last.disputes_probed == [(dm.address, task_id)]
+    row = index.task(dm.address, task_id)
+    assert (row.status, row.paid_amount) == (TaskStatus.ACCEPTED, 0)
+    assert int(row.extra["resolved_silently_at"]) >= resolved
+    assert row.dispute_resolver == address_of(RESOLVER)
+    for _ in range(keeper.settings.redecide_after_blocks + 1):  # past the probe's cadence
+        escrows.control.mine()
+        assert await _tick(rpc, keeper, index) == 0
+        assert keeper.last.disputes_probed == []
+    assert _resolved_silently(index) == 1
+
+
+async def test_a_task_still_disputed_is_probed_and_stays_disputed(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """While the dispute is open the probe answers something else than NotInDisputedState
+    (NotDisputeResolver, from the keeper's address): nothing is recorded, and the task is
+    probed again every few blocks, not at every block. A paid resolution then ends it by
+    its own event (TaskCompleted)."""
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    keeper = make_keeper(store=index.indexing.store)
+    every = keeper.settings.redecide_after_blocks
+    probed = []
+    for _ in range(every + 1):
+        assert await _tick(rpc, keeper, index) == 0
+        assert keeper.last is not None
+        probed.append(keeper.last.disputes_probed)
+        escrows.control.mine()
+    assert probed == [[(dm.address, task_id)], *[[]] * (every - 1), [(dm.address, task_id)]]
+    assert index.task(dm.address, task_id).status is TaskStatus.DISPUTED
+    assert _resolved_silently(index) == 0
+    dm.resolve(task_id, 10**6)
+    await _tick(rpc, keeper, index)
+    row = index.task(dm.address, task_id)
+    assert row.status is TaskStatus.ACCEPTED and row.paid_amount > 0  # less the fee
+    assert ("resolved_silently_at" in row.extra, _resolved_silently(index)) == (False, 0)
+
+
+async def test_a_standby_keeper_leaves_the_silent_resolution_to_the_leader(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """On a daemon standing by (its index store fenced by a lease it does not hold) the
+    probe's finding is not written: the tick goes on, and the task stays Disputed until a
+    leading keeper probes it again."""
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    keeper = make_keeper(store=index.indexing.store)
+    dm.resolve(task_id, 0)
+    await index.to_head()
+    store = index.indexing.store
+    store.fence = Leadership(index.conn, 31337, ClusterConfig()).fence  # never acquired
+    head = await rpc.get_block("latest")
+    assert head is not None
+    summary = await keeper.tick(head, [], index.due(head))
+    assert summary.disputes_probed == [(dm.address, task_id)]
+    assert index.task(dm.address, task_id).status is TaskStatus.DISPUTED
+    assert _resolved_silently(index) == 0
+    store.fence = None  # leading now: the keeper's next probe records it
+    for _ in range(keeper.settings.redecide_after_blocks):
+        escrows.control.mine()
+        await _tick(rpc, keeper, index)
+    assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
+
+
+async def test_a_paused_diamond_gets_no_dispute_probe_until_unpaused(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """Paused, the diamond answers EnforcedPause before anything else, so a probe would
+    say nothing: none is made. Once unpaused the Disputed task is probed at once."""
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    keeper = make_keeper(store=index.indexing.store)
+    dm.direct(DEPLOYER, "pause()")
+    for _ in range(keeper.settings.redecide_after_blocks + 1):
+        await _tick(rpc, keeper, index)
+        assert keeper.last is not None
+        assert (list(keeper.last.paused), keeper.last.disputes_probed) == ([dm.address], [])
+        escrows.control.mine()
+    dm.direct(DEPLOYER, "unpause()")
+    await _tick(rpc, keeper, index)
+    assert keeper.last.disputes_probed == [(dm.address, task_id)]
