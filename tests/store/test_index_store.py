@@ -41,7 +41,7 @@ from keeper.store.index_store import (
     encode_args,
 )
 from keeper.store.migrations import migrate
-from keeper.store.states import task_from_row
+from keeper.store.states import disputed_tasks, task_from_row
 from keeper.store.subjects import detail
 
 CHAIN = 31337
@@ -472,6 +472,10 @@ class TestRollback:
         assert row[0] == want.status.label != "completed"
 
 
+def disputed_tasks_ids(store: IndexStore) -> set[str]:
+    return {t.task_id for t in disputed_tasks(store.conn, CHAIN)}
+
+
 class TestObservations:
     """Reads no event called for (keeper.domain.reads, observation kinds)."""
 
@@ -486,7 +490,12 @@ class TestObservations:
         for e in (e for b in blocks for e in b.events if e.contract == TASKS):
             last[e.subject] = e.log.block_number
         top = blocks[-1].header.number
-        task = next(t for t in map(task_from_row, rows) if last[t.task_id] < top)
+        # a Disputed one with a resolver: the keeper probes only those
+        task = next(
+            t
+            for t in map(task_from_row, rows)
+            if last[t.task_id] < top and (status is not TaskStatus.DISPUTED or t.dispute_resolver)
+        )
         return task.task_id, last[task.task_id]
 
     def _status(self, store: IndexStore, task_id: str) -> TaskStatus:
@@ -516,12 +525,16 @@ class TestObservations:
         other = replace(seen, block_hash=block_hash(top.number, "other"))
         assert store.record_observations([other]) == set()
         assert self._status(store, task_id) is status
+        # what the keeper probes (keeper.store.states.disputed_tasks)
+        assert (task_id in disputed_tasks_ids(store)) is (status is TaskStatus.DISPUTED)
         assert store.record_observations([seen]) == {(TASKS, task_id)}
         assert self._status(store, task_id) is TaskStatus.ACCEPTED
+        assert task_id not in disputed_tasks_ids(store)
         store.rebuild_all()  # a pure function of what is stored
         assert self._status(store, task_id) is TaskStatus.ACCEPTED
         store.rollback_to(max(last, top.number - 1))
         assert self._status(store, task_id) is status
+        assert (task_id in disputed_tasks_ids(store)) is (status is TaskStatus.DISPUTED)
         assert (
             store.conn.execute(
                 "SELECT count(*) FROM chain_reads WHERE kind = ?", (kind,)
