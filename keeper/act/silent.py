@@ -104,10 +104,14 @@ def disputes_to_probe(
 
     Only a task with a dispute resolver can be resolved at all; a contract in ``skip``
     (paused: every call answers ``EnforcedPause``; or its dialect in doubt) is left
-    alone. Each task at most once every ``every`` blocks (the confirmed-finalize probe's
-    cadence): a resolution is rare, and the probe costs an ``eth_call`` per task. The
-    memory keeps only tasks still Disputed, so it is bounded by what the index has
-    Disputed, and a task that left Disputed is never probed again.
+    alone. So is a task whose row the index changed after ``head`` (``updated_block``):
+    the indexer goes on while a tick runs, and at ``head`` such a task may not be
+    Disputed yet (or not exist), which the probe would answer ``NotInDisputedState``
+    too; it is probed at a later head. Each task at most once every ``every`` blocks
+    (the confirmed-finalize probe's cadence): a resolution is rare, and the probe costs
+    an ``eth_call`` per task. The memory keeps only tasks still Disputed, so it is
+    bounded by what the index has Disputed, and a task that left Disputed is never
+    probed again.
     """
     due: list[TaskState] = []
     kept: dict[tuple[str, str], int] = {}
@@ -118,7 +122,7 @@ def disputes_to_probe(
         last = probed.get(key)
         if last is not None:
             kept[key] = last
-        if task.contract in skip:
+        if task.contract in skip or task.updated_block > head:
             continue
         if last is None or head >= last + every:
             kept[key] = head

@@ -66,6 +66,14 @@ class TestDisputesToProbe:
         later = disputes_to_probe([_task(1), settled], 102, probed, 5)
         assert (later.due, later.probed) == ([], {(MARKET, _task(1).task_id): 100})
 
+    def test_a_task_changed_after_the_head_waits_for_a_later_head(self) -> None:
+        """The index moved on while the tick ran: at ``head`` the task may not be Disputed
+        yet, and the probe would answer NotInDisputedState all the same."""
+        task = replace(_task(1), updated_block=101)
+        early = disputes_to_probe([task], 100, {}, 5)
+        assert (early.due, early.probed) == ([], {})
+        assert _ids(disputes_to_probe([task], 101, {}, 5).due) == [task.task_id]
+
     def test_a_skipped_contract_keeps_its_memory_and_is_probed_once_back(self) -> None:
         probed = disputes_to_probe([_task(1, contract=PAUSED)], 100, {}, 5).probed
         paused = disputes_to_probe([_task(1, contract=PAUSED)], 107, probed, 5, skip={PAUSED})

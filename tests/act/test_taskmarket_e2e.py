@@ -557,3 +557,24 @@ async def test_a_paused_diamond_gets_no_dispute_probe_until_unpaused(
     dm.direct(DEPLOYER, "unpause()")
     await _tick(rpc, keeper, index)
     assert keeper.last.disputes_probed == [(dm.address, task_id)]
+
+
+async def test_a_tick_on_an_older_head_does_not_probe_a_task_disputed_after_it(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """The indexer goes on while a tick runs: at the tick's head a task the index now has
+    Disputed may not even exist, and resolveDispute there answers NotInDisputedState too.
+    Such a task waits for a head at or past its last change; nothing is recorded."""
+    await index.to_head()
+    before = await rpc.get_block("latest")
+    assert before is not None
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    keeper = make_keeper(store=index.indexing.store)
+    await index.to_head()  # the index is past ``before`` when the tick reads it
+    summary = await keeper.tick(before, [], [])
+    assert (summary.disputes_probed, _resolved_silently(index)) == ([], 0)
+    assert await _tick(rpc, keeper, index) == 0
+    assert keeper.last is not None
+    assert keeper.last.disputes_probed == [(dm.address, task_id)]
+    assert _resolved_silently(index) == 0
