@@ -42,7 +42,7 @@ from keeper.domain.planner import Action, ActionKind, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
-from keeper.rpc.errors import ExecutionRevertedError
+from keeper.rpc.errors import ExecutionRevertedError, RpcError
 from keeper.store.claims import Claims
 from keeper.store.db import Db
 from keeper.store.index_store import IndexStore
@@ -457,6 +457,14 @@ class Keeper:
                 await self.rpc.call(task.contract, RESOLVE_PROBE.encode(task.task_id), head.number)
             except ExecutionRevertedError as exc:
                 return revert_data(exc)
+            except RpcError as exc:  # nothing learnt this time: asked again some blocks on
+                log.warning(
+                    "keeper_dispute_probe_failed",
+                    contract=task.contract,
+                    subject=task.task_id,
+                    block=head.number,
+                    error=type(exc).__name__,
+                )
             return None
 
         answers = await bounded([refusal(t) for t in probes.due])

@@ -19,8 +19,11 @@ from keeper_harness import (
     MakeKeeper,
     address_of,
     calldata,
+    make_rpc,
 )
+from structlog.testing import capture_logs
 from support import keeper_books
+from support.rpc_proxy import RpcProxy
 from taskmarket_harness import REWARD, Diamond
 from web3 import Web3
 
@@ -578,3 +581,37 @@ async def test_a_tick_on_an_older_head_does_not_probe_a_task_disputed_after_it(
     assert keeper.last is not None
     assert keeper.last.disputes_probed == [(dm.address, task_id)]
     assert _resolved_silently(index) == 0
+
+
+async def test_a_failed_dispute_probe_ends_the_tick_and_is_made_again(
+    escrows: Escrows, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """The node fails the probe's call: the tick still ends, a warning names the task and
+    nothing is recorded; the probe is made again at its cadence and then records the
+    silent resolution."""
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    dm.resolve(task_id, 0)
+    async with RpcProxy(escrows.url) as node:
+        client = make_rpc(node.url, attempts=1)
+        try:
+            keeper = make_keeper(client=client, store=index.indexing.store)
+            await keeper.detect_dialects()
+            node.rules.on("eth_call", to=dm.address, error=10**6, error_code=-32603,
+                          error_message="internal error")  # fmt: skip
+            with capture_logs() as logs:
+                assert await _tick(client, keeper, index) == 0
+            assert keeper.last is not None
+            assert keeper.last.disputes_probed == [(dm.address, task_id)]
+            (said,) = [e for e in logs if e["event"] == "keeper_dispute_probe_failed"]
+            assert (said["contract"], said["subject"]) == (dm.address, task_id)
+            assert index.task(dm.address, task_id).status is TaskStatus.DISPUTED
+            assert _resolved_silently(index) == 0
+            node.rules.clear()
+            for _ in range(keeper.settings.redecide_after_blocks):
+                escrows.control.mine()
+                await _tick(client, keeper, index)
+            assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
+            assert _resolved_silently(index) == 1
+        finally:
+            await client.close()
