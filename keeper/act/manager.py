@@ -36,8 +36,9 @@ from keeper.act.silent import (
 from keeper.act.simulate import SimResult, batchable, bounded
 from keeper.act.transactions import Transactions, outcome_of
 from keeper.config import ContractConfig, KeeperConfig
+from keeper.domain.dialects_taskmarket import TASKMARKET_CURRENT
 from keeper.domain.fees import CapHit, suggest
-from keeper.domain.model import BlockHeader, ChainRead, JobState, TaskState
+from keeper.domain.model import BlockHeader, ChainRead, JobState, Protocol, TaskState
 from keeper.domain.planner import Action, ActionKind, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
@@ -256,7 +257,14 @@ class Keeper:
             elif todo or self.tx.has_gaps:
                 await self._act(todo, head, summary)
             # after the sends: a probe's failure (the tick's) must not hold a due call back
-            await self._probe_disputes(head, {*summary.paused, *held}, summary)
+            # only the diamond's dialect has the probe's call, and its check order
+            other = {
+                c.address
+                for c in self.contracts
+                if c.protocol is Protocol.TASKMARKET
+                and book.dialect(c.address) is not TASKMARKET_CURRENT
+            }
+            await self._probe_disputes(head, {*summary.paused, *held, *other}, summary)
             self.last = summary
             return summary
 

@@ -13,6 +13,7 @@ from eth_utils import keccak
 from keeper_harness import (
     CLIENT,
     DEPLOYER,
+    EVALUATOR,
     RESOLVER,
     WORKER,
     Escrows,
@@ -32,7 +33,7 @@ from keeper.compose import build_rpc
 from keeper.config import ClusterConfig, Config, ContractConfig, load_config
 from keeper.devnet import deploy
 from keeper.domain.dialects import ErrorClass
-from keeper.domain.dialects_taskmarket import TASKMARKET, TASKMARKET_MONOLITHIC
+from keeper.domain.dialects_taskmarket import TASKMARKET, TASKMARKET_MONOLITHIC, TASKMARKET_PRE7
 from keeper.domain.model import BlockHeader, Protocol, TaskState, TaskStatus
 from keeper.domain.planner import ActionKind
 from keeper.domain.reads import RESOLVE_SILENT
@@ -615,3 +616,30 @@ async def test_a_failed_dispute_probe_ends_the_tick_and_is_made_again(
             assert _resolved_silently(index) == 1
         finally:
             await client.close()
+
+
+async def test_a_task_market_of_another_dialect_gets_no_dispute_probe(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """The probe's call and its check order are the diamond's (TaskMarket): a Disputed
+    task on the contract before revision 7 (TaskMarketPre7, whose resolveDispute checks
+    the caller first) is left alone, while one on the diamond is probed in the same tick."""
+    e, legacy = escrows, escrows.d.taskmarket_legacy
+    on_diamond = Diamond(e).disputed_task()
+    task_id, tid = "0x" + "0e" * 32, b"\x0e" * 32
+    e.open_task(legacy, task_id, e.now() + 3600)
+    e.call(CLIENT, legacy, "assignEvaluator(bytes32,address,uint256,uint16,uint32,uint32,address)",
+           tid, address_of(EVALUATOR), 0, 100, 600, 600, address_of(RESOLVER))  # fmt: skip
+    e.call(WORKER, legacy, "claimTask(bytes32)", tid)
+    e.call(WORKER, legacy, "submitWork(bytes32,bytes32)", tid, b"\x11" * 32)
+    e.call(EVALUATOR, legacy,
+           "evaluate(bytes32,uint8,uint16,uint16,bytes32,(address,uint256,uint16)[])",
+           tid, 0, 90, 80, b"\x22" * 32, [(address_of(WORKER), 1, 1)])  # fmt: skip
+    e.call(WORKER, legacy, "appeal(bytes32)", tid)
+    keeper = make_keeper(store=index.indexing.store)
+    assert await _tick(rpc, keeper, index) == 0
+    assert index.task(legacy, task_id).status is TaskStatus.DISPUTED
+    assert keeper.dialects is not None
+    assert keeper.dialects.dialect(legacy) is TASKMARKET_PRE7
+    assert keeper.last is not None
+    assert keeper.last.disputes_probed == [(Diamond(e).address, on_diamond)]
