@@ -28,7 +28,7 @@ from support.rpc_proxy import RpcProxy
 from taskmarket_harness import REWARD, Diamond
 from web3 import Web3
 
-from keeper.act import Keeper
+from keeper.act import Keeper, TickSummary
 from keeper.compose import build_rpc
 from keeper.config import ClusterConfig, Config, ContractConfig, load_config
 from keeper.devnet import deploy
@@ -117,6 +117,16 @@ async def _tick(keeper_rpc: RpcClient, keeper: object, index: Index) -> int:
     assert head is not None
     summary = await keeper.tick(head, [], index.due(head))  # type: ignore[attr-defined]
     return int(summary.sent)
+
+
+async def _standby_tick(keeper_rpc: RpcClient, keeper: Keeper, index: Index) -> TickSummary:
+    """A tick at the head on a daemon standing by: its index store fenced by a lease it
+    never acquired (the caller lifts the fence to make it the leader)."""
+    await index.to_head()
+    index.indexing.store.fence = Leadership(index.conn, 31337, ClusterConfig()).fence
+    head = await keeper_rpc.get_block("latest")
+    assert head is not None
+    return await keeper.tick(head, [], index.due(head))
 
 
 async def test_created_then_expired_is_indexed_and_refunded(
@@ -439,15 +449,10 @@ async def test_a_standby_keeper_leaves_the_record_to_the_leader(
     keeper = make_keeper(store=index.indexing.store)
     escrows.control.mine_at(deadline)
     dm.direct(DEPLOYER, "finalizeVerdict(bytes32)", bytes.fromhex(task_id[2:]))
-    await index.to_head()
-    store = index.indexing.store
-    store.fence = Leadership(index.conn, 31337, ClusterConfig()).fence  # never acquired
-    head = await rpc.get_block("latest")
-    assert head is not None
-    summary = await keeper.tick(head, [], index.due(head))
+    summary = await _standby_tick(rpc, keeper, index)
     assert (summary.sent, keeper_books.outcome_counts(keeper.store)) == (0, {"preempted": 1})
     assert index.task(dm.address, task_id).status is TaskStatus.APPEALING
-    store.fence = None  # leading now: the keeper's next look records it
+    index.indexing.store.fence = None  # leading now: the keeper's next look records it
     for _ in range(keeper.settings.redecide_after_blocks):
         escrows.control.mine()
         await _tick(rpc, keeper, index)
@@ -528,16 +533,11 @@ async def test_a_standby_keeper_leaves_the_silent_resolution_to_the_leader(
     task_id = dm.disputed_task()
     keeper = make_keeper(store=index.indexing.store)
     dm.resolve(task_id, 0)
-    await index.to_head()
-    store = index.indexing.store
-    store.fence = Leadership(index.conn, 31337, ClusterConfig()).fence  # never acquired
-    head = await rpc.get_block("latest")
-    assert head is not None
-    summary = await keeper.tick(head, [], index.due(head))
+    summary = await _standby_tick(rpc, keeper, index)
     assert summary.disputes_probed == [(dm.address, task_id)]
     assert index.task(dm.address, task_id).status is TaskStatus.DISPUTED
     assert _resolved_silently(index) == 0
-    store.fence = None  # leading now: the keeper's next probe records it
+    index.indexing.store.fence = None  # leading now: the keeper's next probe records it
     for _ in range(keeper.settings.redecide_after_blocks):
         escrows.control.mine()
         await _tick(rpc, keeper, index)
