@@ -24,6 +24,7 @@ from keeper_harness import (
 )
 from structlog.testing import capture_logs
 from support import keeper_books
+from support.devnet_daemon import devnet_daemon
 from support.rpc_proxy import RpcProxy
 from taskmarket_harness import REWARD, Diamond
 from web3 import Web3
@@ -643,3 +644,47 @@ async def test_a_task_market_of_another_dialect_gets_no_dispute_probe(
     assert keeper.dialects.dialect(legacy) is TASKMARKET_PRE7
     assert keeper.last is not None
     assert keeper.last.disputes_probed == [(Diamond(e).address, on_diamond)]
+
+
+async def test_the_daemon_ends_a_silent_finalize_and_a_silent_resolution_in_its_index(
+    escrows: Escrows, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole daemon, as ``keeper devnet`` configures it: its keeper finalizes a verdict
+    paying no award (sent alone, confirmed, then probed) and probes a dispute the resolver
+    settled paying no award; its index ends both tasks Accepted, from no event."""
+    dm = Diamond(escrows)
+    finalized, deadline = dm.appealing_task(award=0)
+    resolved = dm.disputed_task()
+    dm.resolve(resolved, 0)
+    escrows.control.mine_at(deadline)
+    daemon = await devnet_daemon(escrows.url, tmp_path, monkeypatch, deployment=escrows.d)
+    conn = connect(daemon.cfg.database.target, readonly=True)
+
+    def extra(task_id: str) -> dict[str, str]:
+        row = conn.execute(
+            "SELECT * FROM tasks WHERE contract = ? AND task_id = ?", (dm.address, task_id)
+        ).fetchone()
+        task = None if row is None else task_from_row(row)
+        return task.extra if task is not None and task.status is TaskStatus.ACCEPTED else {}
+
+    running = asyncio.create_task(daemon.run())
+    try:
+        with capture_logs() as logs:
+            for _ in range(300):
+                if "finalized_silently_at" in extra(finalized) and "resolved_silently_at" in (
+                    extra(resolved)
+                ):
+                    break
+                assert not running.done(), running
+                await asyncio.to_thread(escrows.control.mine)
+                await asyncio.sleep(0.1)
+        assert "finalized_silently_at" in extra(finalized), [e["event"] for e in logs]
+        assert "resolved_silently_at" in extra(resolved), [e["event"] for e in logs]
+        said = {(e["event"], e["subject"]) for e in logs if "subject" in e}
+        assert ("keeper_finalized_silently", finalized) in said
+        assert ("keeper_resolved_silently", resolved) in said
+    finally:
+        conn.close()
+        daemon.stop.set()
+        await asyncio.wait({running}, timeout=30)
+    assert running.result() == 0

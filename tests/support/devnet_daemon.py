@@ -10,21 +10,28 @@ import pytest
 from keeper.compose import load
 from keeper.daemon import Daemon
 from keeper.devnet.anvil import DEV_KEYS, free_port
-from keeper.devnet.deploy import deploy_all
+from keeper.devnet.deploy import Deployment, deploy_all
 from keeper.devnet.runner import KEEPER_KEY_ENV, render_config
 from keeper.devnet.traffic import Roles, address_of
 
 __all__ = ["devnet_daemon"]
 
 
-async def devnet_daemon(rpc_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Daemon:
-    """The devnet's contracts deployed on ``rpc_url`` and a daemon over them, not started.
+async def devnet_daemon(
+    rpc_url: str,
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    deployment: Deployment | None = None,
+) -> Daemon:
+    """The devnet's contracts deployed on ``rpc_url`` (or ``deployment``, already there) and
+    a daemon over them, not started.
 
     The devnet's own config (its keeper key from the environment, as there), with an
     evaluator service nobody listens on: no job exists, so no verdict is fetched.
     """
     monkeypatch.setenv(KEEPER_KEY_ENV, DEV_KEYS[4])
-    deployment = await asyncio.to_thread(deploy_all, rpc_url)
+    if deployment is None:
+        deployment = await asyncio.to_thread(deploy_all, rpc_url)
     config = workdir / "keeper.toml"
     config.write_text(
         render_config(
