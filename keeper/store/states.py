@@ -57,7 +57,8 @@ def due_tasks(conn: Db, chain_id: int, now: int) -> list[TaskState]:
 def disputed_tasks(conn: Db, chain_id: int) -> list[TaskState]:
     """Disputed tasks with a dispute resolver: the ones a resolution paying no award can
     end without an event, which only the keeper's probe learns (``keeper.act.silent``).
-    Off ``tasks_status``; few at any time, as a dispute waits only on its resolver."""
+    Off ``tasks_status_page``, whose prefix is the status; few at any time, as a dispute
+    waits only on its resolver."""
     rows = conn.execute(
         f"SELECT * FROM tasks WHERE status = ? AND {_chain(conn)} = ? "
         "AND dispute_resolver IS NOT NULL",
