@@ -257,14 +257,7 @@ class Keeper:
             elif todo or self.tx.has_gaps:
                 await self._act(todo, head, summary)
             # after the sends: a probe's failure (the tick's) must not hold a due call back
-            # only the diamond's dialect has the probe's call, and its check order
-            other = {
-                c.address
-                for c in self.contracts
-                if c.protocol is Protocol.TASKMARKET
-                and book.dialect(c.address) is not TASKMARKET_CURRENT
-            }
-            await self._probe_disputes(head, {*summary.paused, *held, *other}, summary)
+            await self._probe_disputes(head, book, {*summary.paused, *held}, summary)
             self.last = summary
             return summary
 
@@ -438,22 +431,30 @@ class Keeper:
             self._observe(await self.tx.simulate(due, head.number), head)
 
     async def _probe_disputes(
-        self, head: BlockHeader, skip: Iterable[str], summary: TickSummary
+        self, head: BlockHeader, book: DialectBook, skip: Iterable[str], summary: TickSummary
     ) -> None:
         """Probe the index's Disputed tasks for a resolution that emitted nothing.
 
         No keeper call is ever due on a Disputed task, so nothing else would look at
         one; a resolution paying no award leaves no event (keeper.act.silent). Every
-        few blocks per task, at the head the index holds, never on a paused contract.
+        few blocks per task, at the head the index holds, never on a contract in
+        ``skip`` nor on one of another dialect than the diamond's: only it has the
+        probe's call and its check order.
         """
         if self.index is None:
             return
+        other = {
+            c.address
+            for c in self.contracts
+            if c.protocol is Protocol.TASKMARKET
+            and book.dialect(c.address) is not TASKMARKET_CURRENT
+        }
         probes = disputes_to_probe(
             disputed_tasks(self.index.conn, self.index.chain_id),
             head.number,
             self._disputes_probed,
             self.settings.redecide_after_blocks,
-            frozenset(skip),
+            frozenset({*skip, *other}),
         )
         self._disputes_probed = probes.probed
         summary.disputes_probed = [(t.contract, t.task_id) for t in probes.due]
