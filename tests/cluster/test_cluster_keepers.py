@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cluster_support import cluster, kill_all, logged
 from rel_audit import (
+    adopt_silent_endings,
     audit_keeper,
     denied_in,
     due_now,
@@ -181,6 +182,8 @@ async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
                 head = await asyncio.to_thread(chain.block_number)
                 assert await survivor.wait_indexed(head, 60), survivor.tail()
                 await asyncio.sleep(0.3)
+                await fresh.to_head()
+                adopt_silent_endings(db, fresh, anvil.url)
                 due = list(await due_now(fresh, denied_in(db), hook_blocked_in(db)))
                 unsettled = list(unsettled_intents(db))
                 if not due and not unsettled:
@@ -191,6 +194,7 @@ async def test_two_keepers_act_once_each_and_adopt_a_killed_keepers_send(
             assert await logged(survivor, "keeper_intents_adopted", 1), survivor.tail()
             assert survivor.stop() == 0
             await fresh.to_head()
+            adopt_silent_endings(db, fresh, anvil.url)
             mine = Harness(cfg)
             try:
                 x, y = mine.dump(), fresh.dump()

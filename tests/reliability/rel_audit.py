@@ -9,6 +9,9 @@
   EvaluatorTimedOut) seen more than once for one subject in an index;
 - ``due_now``: what the planner would still do at the node's head, computed
   from a fresh index of the chain (so it does not trust the daemon's tables);
+- ``adopt_silent_endings``: the daemon's observations of tasks that ended with no
+  event, each first checked on the chain, given to a fresh index (which, having no
+  keeper, cannot make them);
 - ``integrity``: SQLite's own ``PRAGMA integrity_check``.
 """
 
@@ -26,7 +29,10 @@ from eth_utils.crypto import keccak
 from sync_support import Harness
 
 from keeper.devnet.anvil import rpc_call
+from keeper.domain.model import TaskStatus
 from keeper.domain.planner import Action, PlannerConfig, plan
+from keeper.domain.reads import FINALIZE_SILENT, RESOLVE_SILENT
+from keeper.domain.views import decode_view, encode_view
 from keeper.store import verifications
 from keeper.store.db import connect
 from keeper.store.queries import pause_state
@@ -34,6 +40,7 @@ from keeper.store.states import due_jobs, due_tasks
 
 __all__ = [
     "KeeperAudit",
+    "adopt_silent_endings",
     "audit_keeper",
     "denied_in",
     "due_now",
@@ -141,8 +148,12 @@ def audit_keeper(
                 out.cancels += 1
                 continue
             receipt = rpc_call(url, "eth_getTransactionReceipt", [tx["hash"]])
-            if int(receipt["status"], 16) != 1:
+            worked = int(receipt["status"], 16) == 1
+            if not worked:
                 out.reverted += 1
+            # a call sent alone worked only if it acted (each action reverts otherwise),
+            # with or without a log: a finalize paying no award emits none
+            alone = not str(tx["input"]).startswith("0x" + _AGGREGATE3)
             moved = {
                 (str(log["address"]).lower(), str(log["topics"][1]).lower())
                 for log in receipt["logs"]
@@ -161,7 +172,7 @@ def audit_keeper(
                         else int(subject).to_bytes(32, "big")
                     ).hex()
                 )
-                if int(receipt["status"], 16) == 1 and (contract, topic) in moved:
+                if worked and (alone or (contract, topic) in moved):
                     out.effective[key] += 1
     return out
 
@@ -294,3 +305,39 @@ def integrity(db: Path) -> str:
         return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
     finally:
         conn.close()
+
+
+def adopt_silent_endings(db: Path | str, fresh: Harness, url: str) -> int:
+    """Give ``fresh`` the daemon's observations of silent endings; how many it has.
+
+    Each must be at a block of the canonical chain, where the chain's ``getTask`` says
+    the task is Accepted: an observation the chain does not bear out fails the run
+    here. The fresh index stores them as the daemon's keeper did and rebuilds, so its
+    tables and its planner (``due_now``) see those tasks ended.
+    """
+    conn = connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT chain_id, contract, subject, kind, block_number, block_hash, result_json, "
+            "source FROM chain_reads WHERE kind IN (?, ?)",
+            (FINALIZE_SILENT, RESOLVE_SILENT),
+        ).fetchall()
+    finally:
+        conn.close()
+    for _cid, contract, subject, kind, number, block_hash, _result, _source in rows:
+        block = rpc_call(url, "eth_getBlockByNumber", [hex(number), False])
+        assert str(block["hash"]) == block_hash, (kind, subject, number, "not canonical")
+        call = {"to": contract, "data": "0x" + encode_view("getTask", subject).hex()}
+        answer = rpc_call(url, "eth_call", [call, hex(number)])
+        status = decode_view("getTask", bytes.fromhex(str(answer)[2:]))["status"]
+        assert status == TaskStatus.ACCEPTED, (kind, subject, number, status)
+    if rows:
+        fresh.conn.executemany(
+            "INSERT INTO chain_reads (chain_id, contract, subject, kind, block_number, "
+            "block_hash, result_json, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [tuple(r) for r in rows],
+        )
+        fresh.conn.commit()
+        fresh.store.rebuild_all()
+    return len(rows)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rel_audit import (
     KeeperAudit,
+    adopt_silent_endings,
     audit_keeper,
     denied_in,
     due_now,
@@ -84,6 +85,8 @@ async def converge_and_check(
             left = max(60.0, deadline - time.monotonic())
             assert await daemon.wait_indexed(head, left), daemon.tail()
             await asyncio.sleep(0.3)  # one keeper tick on that head
+            await fresh.to_head()
+            adopt_silent_endings(db, fresh, rpc_url)
             due = list(await due_now(fresh, denied_in(db), hook_blocked_in(db)))
             unsettled = list(unsettled_intents(db))
             gaps = verification_gaps(db, cfg.chain.chain_id)
@@ -100,6 +103,7 @@ async def converge_and_check(
         assert fail(fig, integrity(db) == "ok", "PRAGMA integrity_check")
 
         await fresh.to_head()
+        fig.silent_endings += adopt_silent_endings(db, fresh, rpc_url)
         mine = Harness(cfg)
         try:
             a, b = mine.dump(), fresh.dump()

@@ -52,6 +52,7 @@ class Figures:
     lost_events: int = 0
     extra_events: int = 0
     stale_open_intents: int = 0
+    silent_endings: int = 0  # tasks ended with no event, as the daemon's keeper saw them
     secret_leaks: int = 0
     secret_bytes_scanned: int = 0
     checks_failed: list[str] = field(default_factory=list)
@@ -178,6 +179,8 @@ def markdown(data: dict[str, Any]) -> str:
             ("actions executed twice", str(f["double_executions"])),
             ("keeper intents left open without a send", str(f["stale_open_intents"])),
             ("lost events / extra events", f"{f['lost_events']} / {f['extra_events']}"),
+            ("tasks ended with no event, seen by the keeper and checked on chain",
+             str(f["silent_endings"])),
             ("secret leaks", f"{f['secret_leaks']} (in {f['secret_bytes_scanned']} bytes)"),
         ]  # fmt: skip
         lines += [f"## {size}", "", "| figure | value |", "|---|---|"]
