@@ -19,7 +19,7 @@ import asyncio
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,8 @@ SCENARIOS: tuple[str, ...] = (
     "task_update",
     "legacy_task_expire",
     "task_bounty",
+    "task_finalize_silent",
+    "task_dispute_silent",
     # last: its review (twelve warps on the requester-only market) is still open when a
     # single cycle with ten warps for the others' deadlines ends
     "task_timeout_requester",
@@ -121,7 +123,11 @@ class TrafficGenerator(ERC8183Traffic, TaskMarketTraffic):
         self_keep: bool,
         timing: Timing | None = None,
         roles: Roles | None = None,
+        scenarios: Sequence[str] = SCENARIOS,
     ) -> None:
+        unknown = set(scenarios) - set(SCENARIOS)
+        if unknown or not scenarios:
+            raise ValueError(f"unknown traffic scenarios {sorted(unknown)}, or none given")
         self.w3 = connect(rpc_url)
         self.control = ChainControl(rpc_url)
         self.d = deployment
@@ -150,7 +156,7 @@ class TrafficGenerator(ERC8183Traffic, TaskMarketTraffic):
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self._serial = itertools.count(1)
-        self._cycle = itertools.cycle(SCENARIOS)
+        self._cycle = itertools.cycle(scenarios)
         self._ready = False
 
     def _contract(self, name: str, address: str) -> Contract:

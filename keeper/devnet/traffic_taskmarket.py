@@ -104,6 +104,8 @@ class TaskMarketTraffic:
         return deliverable, self._block_time(receipt)
 
     def _award(self, reward: int) -> list[tuple[str, int, int]]:
+        """The worker's award of what ``reward`` leaves after the evaluator's fee (0: an
+        award naming the worker that pays nothing)."""
         fee = reward * EVALUATOR_FEE_BPS // 10_000
         return [(address_of(self.roles.worker), reward - fee, 1)]
 
@@ -146,6 +148,32 @@ class TaskMarketTraffic:
         self._act(
             self.roles.resolver,
             self.taskmarket.functions.resolveDispute(task, 0, self._award(reward)),
+        )
+
+    def _task_finalize_silent(self) -> None:
+        """APPROVE verdict whose award pays nothing: the keeper's finalize (sent alone)
+        refunds the requester and emits no event; the keeper records what it saw."""
+        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
+        self._work(self.taskmarket, task)
+        evaluated_at = self._evaluate(self.taskmarket, task, 0, self._award(0))
+        fn = self.taskmarket.functions.finalizeVerdict(task)
+        self._later(
+            evaluated_at + self.timing.appeal_window,
+            "finalize_verdict",
+            lambda: self._send(self.roles.fallback_keeper, fn),
+            keeper=True,
+        )
+
+    def _task_dispute_silent(self) -> None:
+        """REJECT verdict; the worker appeals and the resolver approves paying nothing: the
+        task ends Accepted with no event, which only the keeper's dispute probe learns."""
+        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
+        self._work(self.taskmarket, task)
+        self._evaluate(self.taskmarket, task, 1, [])
+        self._act(self.roles.worker, self.taskmarket.functions.appeal(task))
+        self._act(
+            self.roles.resolver,
+            self.taskmarket.functions.resolveDispute(task, 0, self._award(0)),
         )
 
     def _task_timeout(self) -> None:
