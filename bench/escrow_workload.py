@@ -102,7 +102,7 @@ class Density:
 
 # under the 10,000-20,000-log caps hosted providers put on one getLogs answer
 LOGS_PER_RANGE = 12_288
-# 32 jobs x 8 events = 256 events and about 11.5M gas used (14.7M before refunds, under
+# 32 jobs x 8 events = 256 events and about 11.6M gas used (14.7M before refunds, under
 # 2**24) a transaction; 12 transactions = 3,072 events and about 138M gas a block
 DENSE = Density("dense", jobs_per_tx=32, txs_per_block=12)
 # anvil (1.7.1) spends time and memory on every block in proportion to the whole state
