@@ -3,7 +3,9 @@
 ``task_finalize_silent`` leaves a verdict paying no award for the keeper to finalize
 (which emits nothing), ``task_dispute_silent`` has the resolver settle a dispute paying
 no award (which emits nothing either). The daemon's index must end both tasks Accepted
-from its keeper's observations, and the chain must agree.
+from its keeper's observations, and the chain must agree. A fresh index given those
+observations (as the reliability checks give them) equals the daemon's; one the chain
+does not bear out is refused.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rel_audit import adopt_silent_endings
 from support.devnet_daemon import devnet_daemon
 from support.devnet_timing import FAST
+from sync_support import Harness, fresh_index, table_diff
 
 from keeper.devnet.anvil import AnvilProcess, rpc_call
 from keeper.devnet.deploy import deploy_all
@@ -95,3 +99,31 @@ async def test_the_traffics_silent_endings_end_in_the_daemons_index(
         daemon.stop.set()
         await asyncio.wait({running, traffic}, timeout=30)
     assert running.result() == 0
+    db = daemon.cfg.database.target
+    fresh = await fresh_index(tmp_path, "fresh", anvil.url, deployed)
+    mine = Harness(daemon.cfg)
+    try:
+        before = fresh.dump()
+        assert adopt_silent_endings(db, fresh, anvil.url) == 6
+        assert fresh.dump() != before
+        assert table_diff(mine.dump(), fresh.dump()) == ""
+        # an observation at a block where its task was still Appealing
+        task_id, block = seen["finalized_silently_at"][0]
+        evaluated = mine.conn.execute(
+            "SELECT block_number FROM events WHERE subject = ? AND name = 'TaskEvaluated'",
+            (task_id,),
+        ).fetchone()[0]
+        head = await asyncio.to_thread(rpc_call, anvil.url, "eth_getBlockByNumber",
+                                       [hex(evaluated), False])  # fmt: skip
+        mine.conn.execute(
+            "UPDATE chain_reads SET block_number = ?, block_hash = ? WHERE subject = ? "
+            "AND kind = 'finalizeSilent'",
+            (evaluated, head["hash"], task_id),
+        )
+        mine.conn.commit()
+        assert evaluated < block
+        with pytest.raises(AssertionError, match=task_id):
+            adopt_silent_endings(db, fresh, anvil.url)
+    finally:
+        await mine.close()
+        await fresh.close()
