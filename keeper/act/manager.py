@@ -19,7 +19,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from keeper.act.chain import ChainRpc, revert_data
+from keeper.act.chain import ChainRpc
 from keeper.act.detect import DialectBook
 from keeper.act.dialect_watch import DialectWatch
 from keeper.act.guards import PauseWatch, apply_job_rules, hook_blocked_detail
@@ -33,7 +33,7 @@ from keeper.act.silent import (
     silent_finalizes,
     silent_resolutions,
 )
-from keeper.act.simulate import SimResult, batchable, bounded
+from keeper.act.simulate import SimResult, Unanswered, batchable, refusals
 from keeper.act.transactions import Transactions, outcome_of
 from keeper.config import ContractConfig, KeeperConfig
 from keeper.domain.dialects_taskmarket import TASKMARKET_CURRENT
@@ -43,7 +43,6 @@ from keeper.domain.planner import Action, ActionKind, plan
 from keeper.errors import RetryableError
 from keeper.obs.logging import get_logger
 from keeper.obs.metrics import Metrics
-from keeper.rpc.errors import ExecutionRevertedError, RpcError
 from keeper.store.claims import Claims
 from keeper.store.db import Db
 from keeper.store.index_store import IndexStore
@@ -461,23 +460,26 @@ class Keeper:
         if not probes.due:
             return
 
-        async def refusal(task: TaskState) -> bytes | None:
-            try:
-                await self.rpc.call(task.contract, RESOLVE_PROBE.encode(task.task_id), head.number)
-            except ExecutionRevertedError as exc:
-                return revert_data(exc)
-            except RpcError as exc:  # nothing learnt this time: asked again some blocks on
+        answers = await refusals(
+            self.rpc,
+            [(t.contract, RESOLVE_PROBE.encode(t.task_id)) for t in probes.due],
+            head.number,
+            multicall=self.tx.multicall,
+            batch_size=self.settings.batch_size,
+        )
+        said: list[tuple[TaskState, bytes | None]] = []
+        for task, answer in zip(probes.due, answers, strict=True):
+            if isinstance(answer, Unanswered):  # nothing learnt: asked again some blocks on
                 log.warning(
                     "keeper_dispute_probe_failed",
                     contract=task.contract,
                     subject=task.task_id,
                     block=head.number,
-                    error=type(exc).__name__,
+                    error=type(answer.error).__name__,
                 )
-            return None
-
-        answers = await bounded([refusal(t) for t in probes.due])
-        reads = silent_resolutions(zip(probes.due, answers, strict=True), head)
+            else:
+                said.append((task, answer))
+        reads = silent_resolutions(said, head)
         self._record(reads, head, "keeper_resolved_silently")
 
     def _observe(self, results: Sequence[SimResult], head: BlockHeader) -> None:

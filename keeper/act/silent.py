@@ -108,10 +108,10 @@ def disputes_to_probe(
     the indexer goes on while a tick runs, and at ``head`` such a task may not be
     Disputed yet (or not exist), which the probe would answer ``NotInDisputedState``
     too; it is probed at a later head. Each task at most once every ``every`` blocks
-    (the confirmed-finalize probe's cadence): a resolution is rare, and the probe costs
-    an ``eth_call`` per task. The memory keeps only tasks still Disputed, so it is
-    bounded by what the index has Disputed, and a task that left Disputed is never
-    probed again.
+    (the confirmed-finalize probe's cadence): a resolution is rare, and each probe is a
+    call the node runs (grouped in Multicall3 calls where one is configured). The memory
+    keeps only tasks still Disputed, so it is bounded by what the index has Disputed, and
+    a task that left Disputed is never probed again.
     """
     due: list[TaskState] = []
     kept: dict[tuple[str, str], int] = {}

@@ -17,10 +17,11 @@ from keeper.act.chain import ChainRpc, revert_data
 from keeper.domain.multicall import decode_aggregate3, encode_aggregate3
 from keeper.domain.planner import Action, ActionKind
 from keeper.errors import FatalError, RetryableError
-from keeper.rpc.errors import ExecutionRevertedError
+from keeper.rpc.errors import ExecutionRevertedError, RpcError
 
-__all__ = ["BATCHABLE", "CALLS_AT_ONCE", "Encoder", "MulticallUnavailable", "SimResult",
-           "batchable", "bounded", "simulate"]  # fmt: skip
+__all__ = ["BATCHABLE", "CALLS_AT_ONCE", "Encoder", "MulticallUnavailable", "Refusal",
+           "SimResult", "Unanswered", "batchable", "bounded", "refusals",
+           "simulate"]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -133,6 +134,70 @@ async def simulate(
     singles = await bounded([_single(rpc, actions[i], block, encode) for i in rest])
     results.update(zip(rest, singles, strict=True))
     return [results[i] for i in range(len(actions))]
+
+
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """A probe the node did not answer (wrapped: ``bounded`` raises an error it is given)."""
+
+    error: RpcError
+
+
+# what a probe's eth_call said: its revert data, None when it would not revert, or that
+# the node did not say
+Refusal = bytes | Unanswered | None
+
+
+async def refusals(
+    rpc: ChainRpc,
+    calls: Sequence[tuple[str, bytes]],
+    block: int | str,
+    *,
+    multicall: str | None,
+    batch_size: int,
+) -> list[Refusal]:
+    """Each ``(contract, calldata)`` call's answer at ``block``, in the input order.
+
+    For probes, whose answer is the revert itself: through Multicall3 ``aggregate3``
+    (``allowFailure``) when one is configured, ``batch_size`` calls a round trip, as the
+    gate simulates batches (on a rate-limited endpoint a hundred open disputes would
+    otherwise be a hundred requests every few blocks); one ``eth_call`` each otherwise.
+    """
+    if not multicall:
+        return await bounded([_refusal(rpc, to, data, block) for to, data in calls])
+    chunks = [calls[i : i + batch_size] for i in range(0, len(calls), batch_size)]
+    answers = await bounded([_refusals(rpc, chunk, block, multicall) for chunk in chunks])
+    return [answer for chunk in answers for answer in chunk]
+
+
+async def _refusal(rpc: ChainRpc, to: str, data: bytes, block: int | str) -> Refusal:
+    try:
+        await rpc.call(to, data, block)
+    except ExecutionRevertedError as exc:
+        return revert_data(exc)
+    except RpcError as exc:
+        return Unanswered(exc)
+    return None
+
+
+async def _refusals(
+    rpc: ChainRpc, chunk: Sequence[tuple[str, bytes]], block: int | str, multicall: str
+) -> list[Refusal]:
+    try:
+        raw = await rpc.call(multicall, encode_aggregate3(chunk), block)
+    except ExecutionRevertedError:
+        # aggregate3 with allowFailure does not revert for one call: no Multicall3 answers
+        # there (the gate's batches find out and stop); each call alone meanwhile
+        return [await _refusal(rpc, to, data, block) for to, data in chunk]
+    except RpcError as exc:
+        return [Unanswered(exc)] * len(chunk)
+    try:
+        results = decode_aggregate3(raw)
+    except Exception:  # an answer that is not aggregate3's results: each call alone
+        results = []
+    if len(results) != len(chunk):
+        return [await _refusal(rpc, to, data, block) for to, data in chunk]
+    return [None if r.success else r.return_data for r in results]
 
 
 async def bounded(calls: Sequence[Awaitable[T]], limit: int = CALLS_AT_ONCE) -> list[T]:

@@ -585,21 +585,24 @@ async def test_a_tick_on_an_older_head_does_not_probe_a_task_disputed_after_it(
     assert _resolved_silently(index) == 0
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["multicall", "alone"])
 async def test_a_failed_dispute_probe_ends_the_tick_and_is_made_again(
-    escrows: Escrows, make_keeper: MakeKeeper, index: Index
+    escrows: Escrows, make_keeper: MakeKeeper, index: Index, batched: bool
 ) -> None:
-    """The node fails the probe's call: the tick still ends, a warning names the task and
-    nothing is recorded; the probe is made again at its cadence and then records the
-    silent resolution."""
+    """The node fails the probe's call (the Multicall3 call carrying it, or its own): the
+    tick still ends, a warning names the task and nothing is recorded; the probe is made
+    again at its cadence and then records the silent resolution."""
     dm = Diamond(escrows)
     task_id = dm.disputed_task()
     dm.resolve(task_id, 0)
     async with RpcProxy(escrows.url) as node:
         client = make_rpc(node.url, attempts=1)
         try:
-            keeper = make_keeper(client=client, store=index.indexing.store)
+            keeper = make_keeper(client=client, store=index.indexing.store,
+                                 multicall=escrows.d.multicall if batched else None)  # fmt: skip
             await keeper.detect_dialects()
-            node.rules.on("eth_call", to=dm.address, error=10**6, error_code=-32603,
+            target = escrows.d.multicall if batched else dm.address
+            node.rules.on("eth_call", to=target, error=10**6, error_code=-32603,
                           error_message="internal error")  # fmt: skip
             with capture_logs() as logs:
                 assert await _tick(client, keeper, index) == 0
@@ -617,6 +620,57 @@ async def test_a_failed_dispute_probe_ends_the_tick_and_is_made_again(
             assert _resolved_silently(index) == 1
         finally:
             await client.close()
+
+
+async def test_dispute_probes_share_one_multicall_round_trip(
+    escrows: Escrows, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """With Multicall3 configured, a tick's dispute probes go in aggregate3 calls of
+    ``batch_size`` (here 2: three tasks, two calls), none to the diamond alone; each
+    call's own answer decides its task (one resolved silently, two still Disputed)."""
+    dm = Diamond(escrows)
+    tasks = [dm.disputed_task() for _ in range(3)]
+    dm.resolve(tasks[1], 0)
+    async with RpcProxy(escrows.url) as node:
+        client = make_rpc(node.url)
+        try:
+            keeper = make_keeper(client=client, store=index.indexing.store, batch_size=2)
+            await keeper.detect_dialects()
+            await index.to_head()
+            before = len(node.requests_for("eth_call"))
+            assert await _tick(client, keeper, index) == 0
+            assert keeper.last is not None
+            assert sorted(keeper.last.disputes_probed) == sorted((dm.address, t) for t in tasks)
+            probes = [
+                p[0]["to"].lower()
+                for p in node.requests_for("eth_call")[before:]
+                if p[0].get("to", "").lower() in (dm.address.lower(), escrows.d.multicall.lower())
+            ]
+            assert probes == [escrows.d.multicall.lower()] * 2
+        finally:
+            await client.close()
+    statuses = [index.task(dm.address, t).status for t in tasks]
+    assert statuses == [TaskStatus.DISPUTED, TaskStatus.ACCEPTED, TaskStatus.DISPUTED]
+    assert _resolved_silently(index) == 1
+
+
+async def test_dispute_probes_are_made_alone_where_multicall_has_no_code(
+    escrows: Escrows, rpc: RpcClient, make_keeper: MakeKeeper, index: Index
+) -> None:
+    """A configured Multicall3 address with no code answers aggregate3 with empty data,
+    which holds no results: the probes are made one by one instead, and still decide."""
+    dm = Diamond(escrows)
+    task_id = dm.disputed_task()
+    dm.resolve(task_id, 0)
+    nowhere = "0x" + "77" * 20
+    assert await rpc.get_code(nowhere, "latest") == b""
+    keeper = make_keeper(store=index.indexing.store, multicall=nowhere)
+    await keeper.detect_dialects()
+    with capture_logs() as logs:
+        assert await _tick(rpc, keeper, index) == 0
+    assert not [e for e in logs if e["event"] == "keeper_dispute_probe_failed"]
+    assert index.task(dm.address, task_id).status is TaskStatus.ACCEPTED
+    assert _resolved_silently(index) == 1
 
 
 async def test_a_task_market_of_another_dialect_gets_no_dispute_probe(
