@@ -128,34 +128,27 @@ class TaskMarketTraffic:
 
     def _task_finalize(self) -> None:
         """APPROVE verdict; the appeal window runs out and the keeper finalizes."""
-        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
-        self._work(self.taskmarket, task)
-        evaluated_at = self._evaluate(self.taskmarket, task, 0, self._award(reward))
-        fn = self.taskmarket.functions.finalizeVerdict(task)
-        self._later(
-            evaluated_at + self.timing.appeal_window,
-            "finalize_verdict",
-            lambda: self._send(self.roles.fallback_keeper, fn),
-            keeper=True,
-        )
-
-    def _task_appeal(self) -> None:
-        """REJECT verdict; the worker appeals and the resolver awards the reward."""
-        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
-        self._work(self.taskmarket, task)
-        self._evaluate(self.taskmarket, task, 1, [])
-        self._act(self.roles.worker, self.taskmarket.functions.appeal(task))
-        self._act(
-            self.roles.resolver,
-            self.taskmarket.functions.resolveDispute(task, 0, self._award(reward)),
-        )
+        self._verdict_finalized(paid=True)
 
     def _task_finalize_silent(self) -> None:
         """APPROVE verdict whose award pays nothing: the keeper's finalize (sent alone)
         refunds the requester and emits no event; the keeper records what it saw."""
-        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
+        self._verdict_finalized(paid=False)
+
+    def _task_appeal(self) -> None:
+        """REJECT verdict; the worker appeals and the resolver awards the reward."""
+        self._dispute_resolved(paid=True)
+
+    def _task_dispute_silent(self) -> None:
+        """REJECT verdict; the worker appeals and the resolver approves paying nothing: the
+        task ends Accepted with no event, which only the keeper's dispute probe learns."""
+        self._dispute_resolved(paid=False)
+
+    def _verdict_finalized(self, *, paid: bool) -> None:
+        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
         self._work(self.taskmarket, task)
-        evaluated_at = self._evaluate(self.taskmarket, task, 0, self._award(0))
+        awards = self._award(reward if paid else 0)
+        evaluated_at = self._evaluate(self.taskmarket, task, 0, awards)
         fn = self.taskmarket.functions.finalizeVerdict(task)
         self._later(
             evaluated_at + self.timing.appeal_window,
@@ -164,17 +157,13 @@ class TaskMarketTraffic:
             keeper=True,
         )
 
-    def _task_dispute_silent(self) -> None:
-        """REJECT verdict; the worker appeals and the resolver approves paying nothing: the
-        task ends Accepted with no event, which only the keeper's dispute probe learns."""
-        task, _, _ = self._new_task(self.taskmarket, evaluator=True)
+    def _dispute_resolved(self, *, paid: bool) -> None:
+        task, reward, _ = self._new_task(self.taskmarket, evaluator=True)
         self._work(self.taskmarket, task)
         self._evaluate(self.taskmarket, task, 1, [])
         self._act(self.roles.worker, self.taskmarket.functions.appeal(task))
-        self._act(
-            self.roles.resolver,
-            self.taskmarket.functions.resolveDispute(task, 0, self._award(0)),
-        )
+        awards = self._award(reward if paid else 0)
+        self._act(self.roles.resolver, self.taskmarket.functions.resolveDispute(task, 0, awards))
 
     def _task_timeout(self) -> None:
         """The evaluator never answers; on the pre-7 contract anyone may time it out."""
