@@ -480,14 +480,28 @@ class Keeper:
             else:
                 said.append((task, answer))
         reads = silent_resolutions(said, head)
-        self._record(reads, head, "keeper_resolved_silently")
+        if self.metrics:
+            found = {(r.contract, r.subject) for r in reads}
+            for task, answer in zip(probes.due, answers, strict=True):
+                outcome = (
+                    "failed"
+                    if isinstance(answer, Unanswered)
+                    else "resolved_silently"
+                    if (task.contract, task.task_id) in found
+                    else "still_disputed"
+                )
+                label = self.metrics.contract_label(task.contract)
+                self.metrics.dispute_probes.labels(label, outcome).inc()
+        self._record(reads, head, "keeper_resolved_silently", "resolve")
 
     def _observe(self, results: Sequence[SimResult], head: BlockHeader) -> None:
         """Record in the index the silent finalizes these simulations at ``head`` show."""
-        self._record(silent_finalizes(results, head), head, "keeper_finalized_silently")
+        reads = silent_finalizes(results, head)
+        self._record(reads, head, "keeper_finalized_silently", "finalize")
 
-    def _record(self, reads: Sequence[ChainRead], head: BlockHeader, event: str) -> None:
-        """Write observations to the index; one info line ``event`` per task they moved."""
+    def _record(self, reads: Sequence[ChainRead], head: BlockHeader, event: str, how: str) -> None:
+        """Write observations to the index; one info line ``event`` per task they moved,
+        counted ``how`` it ended."""
         if self.index is None or not reads:
             return
         try:
@@ -496,6 +510,9 @@ class Keeper:
             return
         for contract, subject in sorted(touched):
             log.info(event, contract=contract, subject=subject, block=head.number)
+            if self.metrics:
+                label = self.metrics.contract_label(contract)
+                self.metrics.tasks_ended_silently.labels(label, how).inc()
 
     def _group(self, actions: list[Action]) -> list[list[Action]]:
         """Batches of batchable actions (when Multicall3 is configured), singles otherwise."""

@@ -215,6 +215,19 @@ class Metrics:
             "over to settle its stored transactions.",
             registry=r,
         )
+        self.tasks_ended_silently = Counter(
+            "keeper_tasks_ended_silently",
+            "Tasks the index learnt from this keeper ended with no event (a finalize or a "
+            "dispute resolution paying no award).",
+            ["contract", "how"],
+            registry=r,
+        )
+        self.dispute_probes = Counter(
+            "keeper_dispute_probes",
+            "Dispute probes made, by what they found (still_disputed, resolved_silently, failed).",
+            ["contract", "outcome"],
+            registry=r,
+        )
         self.claims_lost = Counter(
             "keeper_claims_lost",
             "Signed transactions discarded unsent: another keeper had taken their intents.",

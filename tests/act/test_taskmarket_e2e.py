@@ -120,6 +120,16 @@ async def _tick(keeper_rpc: RpcClient, keeper: object, index: Index) -> int:
     return int(summary.sent)
 
 
+def _counted(metrics: Metrics, name: str, **labels: str) -> float:
+    """The sum of counter ``name``'s samples whose labels include ``labels``."""
+    return sum(
+        sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
+
+
 async def _standby_tick(keeper_rpc: RpcClient, keeper: Keeper, index: Index) -> TickSummary:
     """A tick at the head on a daemon standing by: its index store fenced by a lease it
     never acquired (the caller lifts the fence to make it the leader)."""
@@ -369,7 +379,8 @@ async def test_a_finalize_paying_no_award_ends_the_task_in_the_index(
     that, so the index shows the task Accepted and stops handing it to the keeper."""
     dm = Diamond(escrows)
     task_id, deadline = dm.appealing_task(award=0)
-    keeper = make_keeper(store=index.indexing.store)
+    metrics = Metrics()
+    keeper = make_keeper(store=index.indexing.store, metrics=metrics)
     escrows.control.mine_at(deadline)
     sent = 0
     for _ in range(8):
@@ -387,6 +398,8 @@ async def test_a_finalize_paying_no_award_ends_the_task_in_the_index(
     assert (attempt.kind, intent.outcome) == ("call", "confirmed")
     assert intent.receipt_block is not None
     assert int(row.extra["finalized_silently_at"]) >= intent.receipt_block
+    assert _counted(metrics, "keeper_tasks_ended_silently_total", how="finalize") == 1
+    assert _counted(metrics, "keeper_tasks_ended_silently_total", how="resolve") == 0
     await _left_alone(escrows, rpc, keeper, index, blocks=1)
 
 
@@ -598,7 +611,8 @@ async def test_a_failed_dispute_probe_ends_the_tick_and_is_made_again(
     async with RpcProxy(escrows.url) as node:
         client = make_rpc(node.url, attempts=1)
         try:
-            keeper = make_keeper(client=client, store=index.indexing.store,
+            metrics = Metrics()
+            keeper = make_keeper(client=client, store=index.indexing.store, metrics=metrics,
                                  multicall=escrows.d.multicall if batched else None)  # fmt: skip
             await keeper.detect_dialects()
             target = escrows.d.multicall if batched else dm.address
@@ -612,6 +626,7 @@ async def test_a_failed_dispute_probe_ends_the_tick_and_is_made_again(
             assert (said["contract"], said["subject"]) == (dm.address, task_id)
             assert index.task(dm.address, task_id).status is TaskStatus.DISPUTED
             assert _resolved_silently(index) == 0
+            assert _counted(metrics, "keeper_dispute_probes_total", outcome="failed") == 1
             node.rules.clear()
             for _ in range(keeper.settings.redecide_after_blocks):
                 escrows.control.mine()
@@ -634,7 +649,10 @@ async def test_dispute_probes_share_one_multicall_round_trip(
     async with RpcProxy(escrows.url) as node:
         client = make_rpc(node.url)
         try:
-            keeper = make_keeper(client=client, store=index.indexing.store, batch_size=2)
+            metrics = Metrics()
+            keeper = make_keeper(
+                client=client, store=index.indexing.store, batch_size=2, metrics=metrics
+            )
             await keeper.detect_dialects()
             await index.to_head()
             before = len(node.requests_for("eth_call"))
@@ -652,6 +670,11 @@ async def test_dispute_probes_share_one_multicall_round_trip(
     statuses = [index.task(dm.address, t).status for t in tasks]
     assert statuses == [TaskStatus.DISPUTED, TaskStatus.ACCEPTED, TaskStatus.DISPUTED]
     assert _resolved_silently(index) == 1
+    probes = "keeper_dispute_probes_total"
+    assert _counted(metrics, probes, outcome="still_disputed") == 2
+    assert _counted(metrics, probes, outcome="resolved_silently") == 1
+    assert _counted(metrics, probes, outcome="failed") == 0
+    assert _counted(metrics, "keeper_tasks_ended_silently_total", how="resolve") == 1
 
 
 async def test_dispute_probes_are_made_alone_where_multicall_has_no_code(
