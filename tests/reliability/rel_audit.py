@@ -106,6 +106,8 @@ class KeeperAudit:
     mined: Counter[ActionKey] = field(default_factory=Counter)
     effective: Counter[ActionKey] = field(default_factory=Counter)
     late: Counter[ActionKey] = field(default_factory=Counter)
+    # each mined send that did not take effect and was not late: what, where and how
+    missed: list[str] = field(default_factory=list)
 
     @property
     def duplicate_sends(self) -> int:
@@ -174,6 +176,12 @@ def audit_keeper(
                 )
                 if worked and (alone or (contract, topic) in moved):
                     out.effective[key] += 1
+                elif not out.late[key]:
+                    how = "alone" if alone else "in a batch"
+                    status = "worked" if worked else "reverted"
+                    out.missed.append(
+                        f"{key[2]} {subject[:12]} at block {number}, {how}, {status}, no effect"
+                    )
     return out
 
 

@@ -125,6 +125,7 @@ async def converge_and_check(
         fig.keeper_txs_audited += audit.txs
         fig.duplicate_sends += audit.duplicate_sends
         fig.wasted_sends += audit.wasted_sends
+        fig.wasted += audit.missed
         fig.double_executions += audit.double_executions
         repeats = effect_repeats(fresh.conn)
         assert fail(fig, audit.duplicate_sends == 0, "duplicate sends"), audit.repeats()

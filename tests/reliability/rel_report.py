@@ -56,6 +56,7 @@ class Figures:
     secret_leaks: int = 0
     secret_bytes_scanned: int = 0
     checks_failed: list[str] = field(default_factory=list)
+    wasted: list[str] = field(default_factory=list)  # each wasted send, as the audit saw it
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -187,8 +188,15 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [f"| {k} | {v} |" for k, v in rows]
         if f["checks_failed"]:
             lines += ["", "Failed checks:", *(f"- {c}" for c in f["checks_failed"])]
+        if f["wasted"]:
+            lines += ["", "Sends failed before the action took effect:",
+                      *(f"- {w}" for w in f["wasted"][:WASTED_SHOWN])]  # fmt: skip
+            if len(f["wasted"]) > WASTED_SHOWN:
+                lines.append(f"- and {len(f['wasted']) - WASTED_SHOWN} more")
         lines.append("")
     return "\n".join(lines)
 
+
+WASTED_SHOWN = 30
 
 REPORT = Report()
