@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rel_report import JSON_NAME, MD_NAME, Report, report_dir
+from rel_report import JSON_NAME, MD_NAME, WASTED_SHOWN, Report, report_dir
 
 
 class TestReport:
@@ -78,6 +78,17 @@ class TestReport:
         report.figures("long").checks_failed.append("tables differ from a fresh backfill")
         report.flush(tmp_path)
         assert "- tables differ from a fresh backfill" in (tmp_path / MD_NAME).read_text()
+
+    def test_wasted_sends_are_listed_up_to_a_bound(self, tmp_path: Path) -> None:
+        """Each wasted send is named under its size, the first WASTED_SHOWN of them."""
+        report = Report()
+        wasted = [f"claimRefund {n} at block {n}, in a batch, worked, no effect" for n in range(40)]
+        report.figures("long").wasted += wasted
+        report.flush(tmp_path)
+        text = (tmp_path / MD_NAME).read_text()
+        assert f"- {wasted[WASTED_SHOWN - 1]}\n" in text
+        assert f"- {wasted[WASTED_SHOWN]}\n" not in text
+        assert f"- and {40 - WASTED_SHOWN} more" in text
 
     def test_directory_comes_from_the_environment(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
