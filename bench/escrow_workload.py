@@ -154,6 +154,17 @@ class Workload:
         return self.last_block - self.first_block + 1
 
 
+def indexed_events(url: str, d: Deployment, wl: Workload) -> int:
+    """The escrow events a backfill from the deployment's block through ``wl`` indexes: the
+    workload's and those the escrow emitted before it (the deployment's own settings: the
+    payment token allowed, the hook whitelisted; any earlier workload)."""
+    if wl.first_block <= d.start_block:
+        return wl.events
+    before = {"address": d.erc8183, "fromBlock": hex(d.start_block),
+              "toBlock": hex(wl.first_block - 1)}  # fmt: skip
+    return wl.events + len(rpc_call(url, "eth_getLogs", [before]))
+
+
 def canonical_multicall(url: str, d: Deployment) -> None:
     """The devnet's Multicall3 code at the canonical address, where a real chain has it:
     the daemon's reads find it there with no configuration, as on mainnet."""

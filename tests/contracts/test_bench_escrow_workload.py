@@ -24,6 +24,7 @@ from bench.escrow_workload import (
     Workload,
     deploy_driver,
     description,
+    indexed_events,
     job_flows,
     pick_density,
     sparse,
@@ -100,6 +101,10 @@ def test_job_flows_spread_lifecycles_over_blocks(chain: tuple[str, Deployment]) 
     # a second run continues the escrow's ids
     again = job_flows(url, d, driver, EVENTS_PER_JOB, density)
     assert again.first_job == wl.first_job + 10 and again.events == EVENTS_PER_JOB
+    # a backfill from the deployment also finds the escrow's two settings events (the
+    # payment token allowed, the hook whitelisted), and the first run's before the second
+    assert indexed_events(url, d, wl) == 80 + 2
+    assert indexed_events(url, d, again) == EVENTS_PER_JOB + 80 + 2
 
 
 def test_the_backfill_benchmark_fails_on_a_missing_description(tmp_path: Path) -> None:
