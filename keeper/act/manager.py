@@ -467,9 +467,13 @@ class Keeper:
             multicall=self.tx.multicall,
             batch_size=self.settings.batch_size,
         )
-        said: list[tuple[TaskState, bytes | None]] = []
+        said = [(t, a) for t, a in zip(probes.due, answers, strict=True)
+                if not isinstance(a, Unanswered)]  # fmt: skip
+        reads = silent_resolutions(said, head)
+        found = {(r.contract, r.subject) for r in reads}
         for task, answer in zip(probes.due, answers, strict=True):
             if isinstance(answer, Unanswered):  # nothing learnt: asked again some blocks on
+                outcome = "failed"
                 log.warning(
                     "keeper_dispute_probe_failed",
                     contract=task.contract,
@@ -477,19 +481,11 @@ class Keeper:
                     block=head.number,
                     error=type(answer.error).__name__,
                 )
+            elif (task.contract, task.task_id) in found:
+                outcome = "resolved_silently"
             else:
-                said.append((task, answer))
-        reads = silent_resolutions(said, head)
-        if self.metrics:
-            found = {(r.contract, r.subject) for r in reads}
-            for task, answer in zip(probes.due, answers, strict=True):
-                outcome = (
-                    "failed"
-                    if isinstance(answer, Unanswered)
-                    else "resolved_silently"
-                    if (task.contract, task.task_id) in found
-                    else "still_disputed"
-                )
+                outcome = "still_disputed"
+            if self.metrics:
                 label = self.metrics.contract_label(task.contract)
                 self.metrics.dispute_probes.labels(label, outcome).inc()
         self._record(reads, head, "keeper_resolved_silently", "resolve")

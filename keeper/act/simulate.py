@@ -164,10 +164,16 @@ async def refusals(
     otherwise be a hundred requests every few blocks); one ``eth_call`` each otherwise.
     """
     if not multicall:
-        return await bounded([_refusal(rpc, to, data, block) for to, data in calls])
+        return await _alone(rpc, calls, block)
     chunks = [calls[i : i + batch_size] for i in range(0, len(calls), batch_size)]
     answers = await bounded([_refusals(rpc, chunk, block, multicall) for chunk in chunks])
     return [answer for chunk in answers for answer in chunk]
+
+
+async def _alone(
+    rpc: ChainRpc, calls: Sequence[tuple[str, bytes]], block: int | str
+) -> list[Refusal]:
+    return await bounded([_refusal(rpc, to, data, block) for to, data in calls])
 
 
 async def _refusal(rpc: ChainRpc, to: str, data: bytes, block: int | str) -> Refusal:
@@ -187,16 +193,16 @@ async def _refusals(
         raw = await rpc.call(multicall, encode_aggregate3(chunk), block)
     except ExecutionRevertedError:
         # aggregate3 with allowFailure does not revert for one call: no Multicall3 answers
-        # there (the gate's batches find out and stop); each call alone meanwhile
-        return [await _refusal(rpc, to, data, block) for to, data in chunk]
+        # there (the gate's batches find out and stop)
+        raw = b""
     except RpcError as exc:
         return [Unanswered(exc)] * len(chunk)
     try:
         results = decode_aggregate3(raw)
-    except Exception:  # an answer that is not aggregate3's results: each call alone
+    except Exception:  # not aggregate3's results
         results = []
-    if len(results) != len(chunk):
-        return [await _refusal(rpc, to, data, block) for to, data in chunk]
+    if len(results) != len(chunk):  # each call alone instead
+        return await _alone(rpc, chunk, block)
     return [None if r.success else r.return_data for r in results]
 
 

@@ -339,14 +339,12 @@ def adopt_silent_endings(db: Path | str, fresh: Harness, url: str) -> int:
         answer = rpc_call(url, "eth_call", [call, hex(number)])
         status = decode_view("getTask", bytes.fromhex(str(answer)[2:]))["status"]
         assert status == TaskStatus.ACCEPTED, (kind, subject, number, status)
-    added = 0
-    for row in rows:
-        added += fresh.conn.execute(
-            "INSERT INTO chain_reads (chain_id, contract, subject, kind, block_number, "
-            "block_hash, result_json, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            tuple(row),
-        ).rowcount
+    added = fresh.conn.executemany(
+        "INSERT INTO chain_reads (chain_id, contract, subject, kind, block_number, "
+        "block_hash, result_json, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        [tuple(row) for row in rows],
+    ).rowcount
     fresh.conn.commit()
     if added:
         fresh.store.rebuild_all()
