@@ -22,7 +22,7 @@ deps-debian:
 	scripts/ensure-debian-packages $(DEBIAN_PACKAGES)
 
 # requirements-dev.lock is requirements.lock (what the container installs) plus the dev tools
-$(PIP_STAMP): pyproject.toml requirements.lock requirements-dev.lock
+$(PIP_STAMP): pyproject.toml requirements.lock requirements-dev.lock keeper/rpc/_logscan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.lock
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .

@@ -20,6 +20,7 @@ from keeper.domain.hashing import keccak
 from keeper.domain.model import BlockHeader, Log, Logs
 from keeper.domain.text import shown
 from keeper.rpc.errors import AlreadyKnownError, NonceTooLowError, RpcError, TransientRpcError
+from keeper.rpc.logs_reply import scan_logs_reply
 from keeper.rpc.transport import JsonRpcTransport, log
 from keeper.rpc.validate import (
     InvalidResponse,
@@ -205,6 +206,9 @@ class RpcClient(JsonRpcTransport):
                 r, addresses=addrs, from_block=from_block, to_block=to_block
             ),
             max_body=max_bytes,
+            scan=lambda body, rid: scan_logs_reply(
+                body, rid, addresses=addrs, from_block=from_block, to_block=to_block
+            ),
         )
         return result
 
@@ -234,6 +238,7 @@ class RpcClient(JsonRpcTransport):
             "eth_getLogs",
             [flt],
             parse=lambda r: validate_logs(r, addresses=addrs, block_hash=wanted),
+            scan=lambda body, rid: scan_logs_reply(body, rid, addresses=addrs, block_hash=wanted),
         )
         if result or bloom is None:
             return result

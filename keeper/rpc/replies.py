@@ -19,6 +19,9 @@ from keeper.rpc.validate import InvalidResponse
 
 T = TypeVar("T")
 Parser = Callable[[Any], T]
+# a whole reply's bytes and its request id to the parsed result, or None: parse the
+# body the generic way (keeper.rpc.logs_reply)
+BodyScanner = Callable[[bytes, int], T | None]
 
 # Error bodies are only read for their message; more than this is noise.
 _ERROR_BODY_LIMIT: Final = 2_000

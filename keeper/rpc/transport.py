@@ -44,6 +44,7 @@ from keeper.rpc.health import EndpointHealth, endpoint_fault, rank, seconds_unti
 from keeper.rpc.observer import NullObserver, RpcObserver
 from keeper.rpc.replies import (
     BadReply,
+    BodyScanner,
     Parser,
     error_member,
     item_result,
@@ -276,7 +277,14 @@ class JsonRpcTransport:
     async def _post(
         self, ep: _Endpoint, body: Any, method: str, max_body: int | None = None
     ) -> tuple[Any, float]:
-        """POST one JSON-RPC body; returns (decoded JSON, start time) or raises RpcError.
+        """POST one JSON-RPC body; returns (decoded JSON, start time) or raises RpcError."""
+        raw, started = await self._exchange(ep, body, method, max_body)
+        return self._decoded(ep, method, raw, started), started
+
+    async def _exchange(
+        self, ep: _Endpoint, body: Any, method: str, max_body: int | None = None
+    ) -> tuple[bytes, float]:
+        """POST one JSON-RPC body; returns (the 200 reply's bytes, start time) or raises.
 
         ``max_body`` is a caller's tighter bound on the reply: past it the reply
         is dropped unparsed and ``AnswerTooLargeError`` raised (no retry).
@@ -309,8 +317,11 @@ class JsonRpcTransport:
         if status != 200:
             failure = classify(status, error_member(raw), retry_after_header=retry_after)
             raise self._fail(ep, method, failure, started)
+        return raw, started
+
+    def _decoded(self, ep: _Endpoint, method: str, raw: bytes, started: float) -> Any:
         try:
-            return json.loads(raw), started
+            return json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
             failure = RpcFailure("transient", "reply body is not JSON (garbage or truncated)")
             raise self._fail(ep, method, failure, started) from None
@@ -342,13 +353,16 @@ class JsonRpcTransport:
         parse: Parser[T] | None = None,
         attempts: int | None = None,
         max_body: int | None = None,
+        scan: BodyScanner[T] | None = None,
     ) -> Any:
         """Call ``method`` with retries and failover; returns the (parsed) result.
 
         ``nullable`` allows a ``null`` result (a block or receipt not found);
         ``parse`` validates and converts the result, and an ``InvalidResponse``
         from it counts as a garbage answer. ``attempts`` lowers the attempt
-        budget for this call; ``max_body`` bounds the reply's bytes.
+        budget for this call; ``max_body`` bounds the reply's bytes. ``scan``
+        reads a reply's bytes straight to what ``parse`` would return, or answers
+        None for the generic path (keeper.rpc.logs_reply).
         """
         tries = 0
 
@@ -356,7 +370,7 @@ class JsonRpcTransport:
             nonlocal tries
             tries += 1
             ep = await self._pick_when_ready()
-            return await self._request_once(ep, method, params, nullable, parse, max_body)
+            return await self._request_once(ep, method, params, nullable, parse, max_body, scan)
 
         try:
             return await self._retrying(attempts)(once)
@@ -390,11 +404,15 @@ class JsonRpcTransport:
         nullable: bool,
         parse: Parser[T] | None,
         max_body: int | None = None,
+        scan: BodyScanner[T] | None = None,
     ) -> Any:
         rid = next(self._ids)
         body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": list(params)}
-        reply, started = await self._post(ep, body, method, max_body)
-        result = self._reply_value(ep, method, reply, rid, nullable, parse, started)
+        raw, started = await self._exchange(ep, body, method, max_body)
+        result = None if scan is None else scan(raw, rid)
+        if result is None:
+            reply = self._decoded(ep, method, raw, started)
+            result = self._reply_value(ep, method, reply, rid, nullable, parse, started)
         self._ok(ep, method, started)
         return result
 
