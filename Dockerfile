@@ -32,6 +32,17 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 WORKDIR /src
 
+# A C compiler, in this stage only, for the getLogs reply scanner (keeper/rpc/_logscan.c):
+# the runtime stage gets the built module and no compiler. The official image carries the
+# Python headers; a base with Debian's python3 (the local one scripts/podman-image makes)
+# gets them from python3-dev. Versions are Debian's for the pinned base.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && { python -c 'import pathlib, sys, sysconfig; sys.exit(not pathlib.Path(sysconfig.get_paths()["include"], "Python.h").exists())' \
+         || apt-get install -y --no-install-recommends python3-dev; } \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, alone, so source edits do not invalidate this (slow) layer.
 # --require-hashes: every file must match the lock, or the build fails.
 COPY requirements.lock requirements-build.lock ./
@@ -49,7 +60,8 @@ COPY keeper ./keeper
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
     && /opt/keeper/bin/pip install --no-deps --no-index /wheels/escrow_keeper-*.whl \
     && /opt/keeper/bin/pip uninstall --yes --quiet setuptools \
-    && /opt/keeper/bin/keeper --version
+    && /opt/keeper/bin/keeper --version \
+    && /opt/keeper/bin/python -c "from keeper.rpc.logs_reply import NATIVE; assert NATIVE, 'the getLogs scanner was not built'"
 
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -35,6 +35,7 @@ from keeper.errors import (
 from keeper.leadership import Leadership
 from keeper.obs.logging import get_logger, log_context
 from keeper.process_tuning import tune_process
+from keeper.rpc.logs_reply import NATIVE as NATIVE_LOG_SCAN
 from keeper.store import db as dbmod
 from keeper.store.leases import LeaseLostError
 from keeper.waiting import wait_event
@@ -431,6 +432,7 @@ class Daemon:
                 verifier=self.verifier is not None,
                 indexer=self.lead.leading(),
                 node=self.lead.node,
+                native_log_scan=NATIVE_LOG_SCAN,
             )
             if self.cfg.indexer.enabled:
                 tasks.append(asyncio.create_task(self.lead.run(self.stop), name="lease"))

@@ -104,6 +104,7 @@ def machine_pip_locations() -> list[str]:
 
 PROBE = """
 import importlib.util, json, os, shutil, keeper
+from keeper.rpc.logs_reply import NATIVE
 found = []
 for top, dirs, files in os.walk("/"):
     if top in ("/proc", "/sys", "/dev"):
@@ -121,13 +122,15 @@ print(json.dumps({
                 if importlib.util.find_spec(m)],
     "dirs": [d for d in ("/src", "/wheels", "/opt/build", "/run/secrets") if os.path.exists(d)],
     "found": found,
+    "native": NATIVE,
 }))
 """
 
 
 class TestImageContents:
     def test_only_the_runtime_ships(self, image: str) -> None:
-        """No source tree, build venv, wheels, compiler or build backend is in the image."""
+        """No source tree, build venv, wheels, compiler or build backend is in the image; the
+        getLogs scanner its build stage compiled is."""
         out = ok(
             podman("run", "--rm", "--network", "none", "--entrypoint", "python", image, "-c", PROBE)
         )
@@ -138,6 +141,7 @@ class TestImageContents:
         assert found["modules"] == []
         assert found["dirs"] == []
         assert found["found"] == []
+        assert found["native"] is True
 
     def test_no_build_setting_is_baked_in(self, image: str) -> None:
         """The machine's pip settings (its index and CA bundle, without which nothing installs

@@ -185,7 +185,8 @@ def test_devnet_duration_stops_the_daemon_before_closing_it(tmp_path: Path) -> N
             env=env,
         )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "daemon_started" in result.stderr
+    (started,) = [json.loads(x) for x in result.stderr.splitlines() if "daemon_started" in x]
+    assert started["native_log_scan"] is True  # said, so an operator sees a build without it
     for line in result.stderr.splitlines():
         assert "never retrieved" not in line and "Session is closed" not in line, line
         assert '"level": "error"' not in line, line
