@@ -54,14 +54,15 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-cert \
 
 # The project itself, built as a wheel with the pinned backend and installed without
 # resolving anything (everything it needs is already in the venv from the lock). The
-# setuptools that `venv` seeds is a build backend the daemon never uses: it goes.
+# setuptools that `venv` seeds is a build backend the daemon never uses: it goes. The
+# scanner is checked for in the installed package (-P: not the source tree in /src).
 COPY pyproject.toml README.md ./
 COPY keeper ./keeper
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
     && /opt/keeper/bin/pip install --no-deps --no-index /wheels/escrow_keeper-*.whl \
     && /opt/keeper/bin/pip uninstall --yes --quiet setuptools \
     && /opt/keeper/bin/keeper --version \
-    && /opt/keeper/bin/python -c "from keeper.rpc.logs_reply import NATIVE; assert NATIVE, 'the getLogs scanner was not built'"
+    && /opt/keeper/bin/python -P -c "from keeper.rpc.logs_reply import NATIVE; assert NATIVE, 'the getLogs scanner was not built'"
 
 
 FROM ${PYTHON_IMAGE} AS runtime
