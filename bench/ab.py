@@ -5,8 +5,9 @@ With ``--catchup``, each run is instead the daemon catching up from an empty dat
 event indexed and to every verdict verified.
 
 ``OTHER`` is another checkout of the project (``git worktree add /tmp/base HEAD~1``);
-its ``keeper`` package is put first on ``PYTHONPATH`` for its runs, so both
-trees run with this venv's dependencies. One node (anvil, or ``--node hardhat``:
+its ``keeper`` package is put first on ``PYTHONPATH`` for its runs, and its runs
+start in it (where a tree's fetch process used to look for its code first), so
+both trees run with this venv's dependencies. One node (anvil, or ``--node hardhat``:
 bench/hardhat_node.py), one honest workload (``bench/escrow_workload.py``,
 ``--density dense``, ``sparse`` or ``sparse-wide``), optionally reached through
 a proxy that holds every request ``--latency`` milliseconds (a remote endpoint's
@@ -52,7 +53,7 @@ def run_tree(tree: Path, work: Path, url: str, d: Deployment, span: int, wl: Wor
     """Seconds of one end-to-end backfill by ``tree``'s keeper, its database checked."""
     cfg = write_config(work, "ab", url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
                        max_range=span)  # fmt: skip
-    secs, _, summary = run_backfill(cfg, env={"PYTHONPATH": str(tree)})
+    secs, _, summary = run_backfill(cfg, env={"PYTHONPATH": str(tree)}, cwd=tree)
     expected = indexed_events(url, d, wl)
     if summary["events"] != expected:
         raise RuntimeError(f"{tree}: indexed {summary['events']} of {expected} events")
@@ -66,7 +67,7 @@ def catchup_tree(tree: Path, work: Path, url: str, d: Deployment, span: int,
                  wl: Workload) -> tuple[float, float]:  # fmt: skip
     """Seconds of one daemon catch-up by ``tree``'s keeper: (all indexed, all verified)."""
     got = daemon_catchup(work, url, d, (CONTRACT_NAME, "erc8183", d.erc8183), wl.last_block,
-                         span, env={"PYTHONPATH": str(tree)})  # fmt: skip
+                         span, env={"PYTHONPATH": str(tree)}, cwd=tree)  # fmt: skip
     for db in work.glob("catchup-*.db*"):
         db.unlink()
     return got["indexed_seconds"], got["verified_seconds"]

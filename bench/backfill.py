@@ -231,7 +231,7 @@ IN_PROCESS: Final = {"KEEPER_CHAIN__FETCH_PROCESS_BLOCKS": "0"}
 
 
 def run_backfill(
-    config: Path, *, env: Mapping[str, str] | None = None
+    config: Path, *, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS KiB, the command's JSON summary) of ``keeper backfill``.
 
@@ -243,14 +243,16 @@ def run_backfill(
     ``env`` (``IN_PROCESS``; another tree's ``PYTHONPATH``), so by default with
     the config's own ``[chain] fetch_process_blocks`` (32 unless it sets one:
     the child takes the rest of a range once it looks like holding
-    ``fetch_process_events``).
+    ``fetch_process_events``). ``cwd``: another tree's root, where its own fetch process
+    looks for its code (trees before that process's start ignored the working
+    directory imported ``keeper`` from there).
     """
     out_path, err_path = config.with_suffix(".out"), config.with_suffix(".err")
     start = time.perf_counter()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
             keeper_cmd("backfill", "-c", str(config), "--no-progress"), stdout=out, stderr=err,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {})}, cwd=cwd,
         )  # fmt: skip
         peak = TreePeak(proc.pid)
         while True:

@@ -47,6 +47,7 @@ def daemon_catchup(
     last_block: int,
     max_range: int,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> dict[str, Any]:
     """``keeper run`` (API on) from an empty database to every event indexed and verified."""
     name = f"catchup-{time.monotonic_ns()}"
@@ -55,7 +56,7 @@ def daemon_catchup(
                        max_range=max_range)  # fmt: skip
     db = work / f"{name}.db"
     start = time.perf_counter()
-    proc = spawn_daemon(cfg, work / f"{name}.log", env)
+    proc = spawn_daemon(cfg, work / f"{name}.log", env, cwd)
     peak = TreePeak(proc.pid)
     indexed_s: float | None = None
     try:

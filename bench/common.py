@@ -250,7 +250,7 @@ def keeper_cmd(*args: str) -> list[str]:
 
 
 def spawn_daemon(
-    config: Path, log_path: Path, env: dict[str, str] | None = None
+    config: Path, log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """``keeper run`` in its own process group, logs to a file (a full pipe would stall it)."""
     with log_path.open("ab") as out:
@@ -260,6 +260,7 @@ def spawn_daemon(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
 
 

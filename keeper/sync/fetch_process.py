@@ -25,9 +25,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import os
 import sys
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from pathlib import Path
 
+import keeper
 from keeper.domain.model import Protocol
 from keeper.domain.ranges import RangePolicy
 from keeper.errors import RetryableError
@@ -42,8 +45,21 @@ __all__ = ["ProcessFetcher"]
 log = get_logger(__name__)
 
 CHILD_MODULE = "keeper.sync.fetch_child"
+# the directory this process imported the keeper package from
+_PACKAGE_ROOT = str(Path(keeper.__file__).resolve().parent.parent)
 # a frame is one batch (bounded by batch_bytes) as pickled tuples: well under this
 _READ_LIMIT = 1 << 20
+
+
+def child_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """This environment, with the package this process runs first on the child's path.
+
+    The child must run this process's code (the wire between them is this version's),
+    wherever the command was started: ``-m`` would otherwise look in the working
+    directory first, and an older checkout there would answer with another wire.
+    """
+    path = [_PACKAGE_ROOT, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**env, "PYTHONPATH": os.pathsep.join(path)}
 
 
 class ProcessFetcher:
@@ -94,11 +110,13 @@ class ProcessFetcher:
         """Blocks ``start``..``end`` as ready batches, fetched by the child meanwhile."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
+            "-P",  # not the working directory first: a keeper/ there is not this code
             "-m",
             CHILD_MODULE,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=_READ_LIMIT,
+            env=child_environment(os.environ),
         )
         assert proc.stdin is not None and proc.stdout is not None
         self.started += 1

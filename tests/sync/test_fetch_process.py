@@ -43,7 +43,7 @@ from keeper.rpc import EndpointConfig, RpcClient
 from keeper.rpc.errors import RangeTooLargeError
 from keeper.store.index_store import ApplyResult
 from keeper.sync.fetch_child import portable
-from keeper.sync.fetch_process import ProcessFetcher
+from keeper.sync.fetch_process import ProcessFetcher, child_environment
 from keeper.sync.log_stamps import StampTrust
 
 JOBS_PER_BLOCK = [40] * 8 + [2] * 30
@@ -127,6 +127,35 @@ async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
     finally:
         await local.close()
         await child.close()
+
+
+async def test_the_child_runs_this_code_whatever_the_working_directory_holds(
+    module_anvil: AnvilProcess,
+    flows: Deployment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Started where another keeper/ lies (an older checkout, say), the child still runs
+    the package this process runs: ``-m`` alone would import the working directory's."""
+    decoy = tmp_path / "elsewhere"
+    (decoy / "keeper" / "sync").mkdir(parents=True)
+    (decoy / "keeper" / "__init__.py").write_text("raise SystemExit('the decoy ran')\n")
+    (decoy / "keeper" / "sync" / "__init__.py").write_text("")
+    (decoy / "keeper" / "sync" / "fetch_child.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "missing"))
+    local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
+    monkeypatch.chdir(decoy)
+    child = Harness(through_child(tmp_path, "child", flows, module_anvil.url))
+    try:
+        await child.to_head()
+        assert child.indexer.remote.started == 1
+        assert_same_index(local, child)
+    finally:
+        await local.close()
+        await child.close()
+    env = child_environment({"PYTHONPATH": "/a" + os.pathsep + "/b", "X": "1"})
+    assert env["PYTHONPATH"].split(os.pathsep)[1:] == ["/a", "/b"] and env["X"] == "1"
+    assert (Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "keeper" / "__init__.py").exists()
 
 
 async def test_a_child_killed_mid_range_costs_one_retry(
