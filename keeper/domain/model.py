@@ -142,8 +142,6 @@ class Event:
     args: Mapping[str, ArgValue]
     log: Log
     block_timestamp: int
-    # the stored row's text columns when already built (keeper.domain.stored_text)
-    stored: tuple[str, str, str] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # a value; not frozen: see the module docstring
@@ -163,8 +161,6 @@ class ChainRead:
     # where the state was read (keeper.domain.reads): "event block", "finalized block N",
     # "head block N", or "missing" when no block the node serves could answer exactly
     source: str = "event block"
-    # the stored row's result JSON when already built (keeper.domain.stored_text)
-    stored: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

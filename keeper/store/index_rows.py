@@ -2,9 +2,8 @@
 
 Events keep their raw topics and data beside the decoded arguments, so a
 stored event can always be decoded again (a decoder fix applies on the next
-rebuild); their text columns come from keeper.domain.stored_text. uint256
-values are decimal strings in JSON, and times past SQLite's int64 saturate
-(that far out means never).
+rebuild); uint256 values are decimal strings in JSON, and times past SQLite's
+int64 saturate (that far out means never).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Any, Final
 
 from keeper.domain.events import decode_log
 from keeper.domain.model import ArgValue, ChainRead, Event, JobState, Log, Protocol, TaskState
-from keeper.domain.stored_text import event_texts
 
 __all__ = [
     "EVENT_COLS",
@@ -25,8 +23,10 @@ __all__ = [
     "TASK_COLS",
     "TOKEN_JOIN",
     "decode_result",
+    "decoded_args_json",
     "description_from_json",
     "description_json",
+    "encode_args",
     "event_row",
     "job_row",
     "load_event",
@@ -54,6 +54,44 @@ TOKEN_JOIN: Final = (
     "AND tr.subject = '' AND tr.kind = 'paymentToken' AND tr.block_hash = e.block_hash "
     "AND e.name = 'BudgetSet'"
 )
+
+
+def _jsonable(value: object) -> Any:
+    """ints as decimal strings (uint256 must survive any JSON reader), tuples as lists.
+
+    Read results come from the sync layer's ABI decoding; anything outside
+    ArgValue (None, bytes) is stored as its string form rather than failing
+    the whole batch.
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    return str(value)
+
+
+def encode_args(args: Any) -> str:
+    """Compact JSON of an args/result mapping, keys in their given order."""
+    return json.dumps({k: _jsonable(v) for k, v in args.items()}, separators=(",", ":"))
+
+
+def decoded_args_json(args: Mapping[str, ArgValue]) -> str:
+    """encode_args for decode_log output, without json.dumps (hot path, ~4x faster).
+
+    Safe only because decode_log emits identifier keys and hex/int/bool values,
+    none of which needs escaping; it gives the same bytes as encode_args.
+    """
+    parts = []
+    for k, v in args.items():
+        if v is True or v is False:
+            parts.append(f'"{k}":{"true" if v else "false"}')
+        else:
+            parts.append(f'"{k}":"{v}"')
+    return "{" + ",".join(parts) + "}"
 
 
 def _from_json(value: Any) -> ArgValue:
@@ -182,13 +220,20 @@ def _update(table: str, cols: tuple[str, ...], changed: tuple[int, ...]) -> str:
     return f"UPDATE {table} SET {sets} WHERE " + " AND ".join(f"{c} = ?" for c in cols[:3])
 
 
+def _topics_json(topics: tuple[str, ...]) -> str:
+    return json.dumps(list(topics), separators=(",", ":"))
+
+
 def event_row(chain_id: int, e: Event) -> tuple[Any, ...]:
-    args, topics, data_hex = event_texts(e)
     log = e.log
+    if e.name is None:
+        args, topics = "{}", _topics_json(log.topics)
+    else:  # decoded: the topics are checked hashes and the args need no escaping
+        args, topics = decoded_args_json(e.args), '["' + '","'.join(log.topics) + '"]'
     return (
         chain_id, log.block_hash, log.log_index, log.block_number, e.block_timestamp,
         log.tx_hash, log.tx_index, e.contract, str(e.protocol), e.name, e.variant, e.subject,
-        args, topics, data_hex,
+        args, topics, "0x" + log.data.hex(),
     )  # fmt: skip
 
 

@@ -32,7 +32,6 @@ from typing import Any, Final, Protocol, TypeVar
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from keeper.domain.model import BlockHeader, ChainRead, Event
-from keeper.domain.stored_text import decoded_args_json, read_text
 from keeper.errors import DatabaseUnavailableError, DeepReorgError, StateCorruptedError
 from keeper.store.db import Db, dialect, session, table_columns, write_transaction
 from keeper.store.index_rows import (
@@ -40,6 +39,8 @@ from keeper.store.index_rows import (
     LOAD_COLS,
     TOKEN_JOIN,
     decode_result,
+    decoded_args_json,
+    encode_args,
     event_row,
     load_event,
     read_from_row,
@@ -60,6 +61,7 @@ __all__ = [
     "IndexStore",
     "StampChecks",
     "decode_result",
+    "encode_args",
 ]
 
 # Window blocks kept below the finalized block: a node's "finalized" can lag
@@ -154,7 +156,7 @@ def _read_rows(chain_id: int, reads: Sequence[ChainRead]) -> list[tuple[Any, ...
     """``_READ_UPSERT``'s parameters for each read."""
     return [
         (chain_id, r.contract, r.subject, r.kind, r.block_hash, r.block_number,
-         read_text(r), r.source)
+         encode_args(r.result), r.source)
         for r in reads
     ]  # fmt: skip
 

@@ -4,9 +4,7 @@ Length-prefixed pickles, one message per frame, from a child this process
 started itself (the same interpreter and code), so unpickling trusts no one
 it did not already trust. Fetched batches travel as flat tuples: a slotted
 dataclass pickles field by field through ``__getstate__``, three times slower
-to write and twice as slow to read back as the tuple it is rebuilt from. Each
-event and read also carries its stored text columns, built here by the child
-(keeper.domain.stored_text): on a dense range the committing process is the busy one.
+to write and twice as slow to read back as the tuple it is rebuilt from.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from typing import Any, BinaryIO, Literal
 
 from keeper.domain.model import BlockHeader, ChainRead, Event, Log, Protocol
 from keeper.domain.ranges import RangePolicy
-from keeper.domain.stored_text import event_texts, read_text
 from keeper.rpc.health import EndpointHealth
 from keeper.sync.history import Fetched
 
@@ -107,13 +104,12 @@ def to_wire(item: Fetched) -> tuple[Any, ...]:
         [
             (e.contract, e.protocol.value, e.name, e.variant, e.subject, e.args,
              lg.address, lg.topics, lg.data, lg.block_number, lg.block_hash, lg.tx_hash,
-             lg.tx_index, lg.log_index, e.block_timestamp, event_texts(e))
+             lg.tx_index, lg.log_index, e.block_timestamp)
             for e in item.events
             for lg in (e.log,)
         ],
         [
-            (r.contract, r.subject, r.kind, r.block_number, r.block_hash, r.result, r.source,
-             read_text(r))
+            (r.contract, r.subject, r.kind, r.block_number, r.block_hash, r.result, r.source)
             for r in item.reads
         ],
     )  # fmt: skip
@@ -124,7 +120,7 @@ def from_wire(body: tuple[Any, ...]) -> Fetched:
     protocols: Mapping[str, Protocol] = _PROTOCOLS
     return Fetched(
         BlockHeader(*anchor),
-        [Event(t[0], protocols[t[1]], t[2], t[3], t[4], t[5], Log(*t[6:14]), t[14], t[15])
+        [Event(t[0], protocols[t[1]], t[2], t[3], t[4], t[5], Log(*t[6:14]), t[14])
          for t in events],
         [ChainRead(*t) for t in reads],
     )  # fmt: skip

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
 import sqlite3
 import subprocess
@@ -31,16 +30,19 @@ from index_builders import (
 from keeper.domain.model import BlockHeader, ChainRead, TaskStatus
 from keeper.domain.reads import FINALIZE_SILENT, RESOLVE_SILENT
 from keeper.domain.reducers import reduce_job, reduce_task
-from keeper.domain.stored_text import decoded_args_json, encode_args, event_texts, read_text
 from keeper.errors import DeepReorgError, StateCorruptedError
 from keeper.store.db import connect
-from keeper.store.index_rows import description_from_json, row_writes
-from keeper.store.index_store import Batch, IndexStore, StampChecks, decode_result
+from keeper.store.index_rows import decoded_args_json, description_from_json, row_writes
+from keeper.store.index_store import (
+    Batch,
+    IndexStore,
+    StampChecks,
+    decode_result,
+    encode_args,
+)
 from keeper.store.migrations import migrate
 from keeper.store.states import disputed_tasks, task_from_row
 from keeper.store.subjects import detail
-from keeper.sync.fetch_wire import from_wire, to_wire
-from keeper.sync.history import Fetched
 
 CHAIN = 31337
 
@@ -147,25 +149,6 @@ class TestApply:
         again = store.apply_batch(batch)
         assert (again.new_events, again.unknown_events) == (0, 0)
         assert store.dump() == before
-
-    def test_a_batch_from_the_fetch_process_commits_the_rows_built_here(
-        self, new_db: Callable[[], str]
-    ) -> None:
-        """Events and reads that crossed the fetch process's pipe carry their text columns,
-        built there; the store writes them, and the tables equal those of the same batch
-        whose texts the store built itself (every event kind, unknown logs included)."""
-        blocks = Synth(seed=7).blocks(1, 25)
-        here = batch_of(blocks, finalized=10)
-        crossed = from_wire(
-            pickle.loads(pickle.dumps(to_wire(Fetched(blocks[-1].header, here.events, here.reads))))
-        )
-        assert all(e.stored == event_texts(e) for e in crossed.events)
-        assert all(r.stored == read_text(r) for r in crossed.reads)
-        assert any(e.name is None for e in crossed.events) and crossed.reads
-        plain, wired = _store(new_db), _store(new_db)
-        plain.apply_batch(here)
-        wired.apply_batch(replace(here, events=crossed.events, reads=crossed.reads))
-        assert wired.dump() == plain.dump()
 
     def test_chunked_apply_equals_one_batch_and_rebuild_is_identical(
         self, new_db: Callable[[], str]
