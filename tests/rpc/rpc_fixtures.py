@@ -72,3 +72,28 @@ def emit(ctl: ChainControl, to: str, payload: bytes) -> int:
         "eth_sendTransaction", {"from": sender, "to": to, "data": "0x" + payload.hex()}
     )
     return int(wait_receipt(ctl, tx_hash)["blockNumber"], 16)
+
+
+# a getLogs entry as a node writes it (mixed-case hex), and hashes to vary it with
+H1 = "0x" + "11" * 32
+H2 = "0x" + "22" * 32
+H3 = "0x" + "44" * 32
+H4 = "0x" + "55" * 32
+H5 = "0x" + "66" * 32
+ADDR = "0x" + "aa" * 20
+
+
+def raw_log(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "address": ADDR.upper().replace("0X", "0x"),
+        "topics": ["0x" + "AB" * 32],
+        "data": "0x0102",
+        "blockNumber": "0x10",
+        "blockHash": H1,
+        "transactionHash": "0x" + "33" * 32,
+        "transactionIndex": "0x0",
+        "logIndex": "0x1",
+        "removed": False,
+    }
+    base.update(over)
+    return base

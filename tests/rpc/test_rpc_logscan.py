@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rpc_fixtures import EMITTER, EMITTER_B, LogChain
+from rpc_fixtures import ADDR, EMITTER, EMITTER_B, H1, H2, TOPIC, LogChain, raw_log
 
 from keeper.domain.model import Logs
 from keeper.rpc import EndpointConfig, RpcClient
@@ -17,12 +17,8 @@ from keeper.rpc.logs_reply import NATIVE, scan_logs_reply
 from keeper.rpc.replies import BadReply, reply_result
 from keeper.rpc.validate import validate_logs
 
-ADDR = "0x" + "aa" * 20
 OTHER = "0x" + "bb" * 20
-H1 = "0x" + "11" * 32
-H2 = "0x" + "22" * 32
 TX = "0x" + "33" * 32
-TOPIC = "0x" + "ab" * 32
 
 
 def generic(body: bytes, rid: int, **query: Any) -> Logs | None:
@@ -51,22 +47,6 @@ for _ in range(100):
     DEEP = [DEEP]
 
 
-def log(**over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "address": ADDR,
-        "topics": [TOPIC],
-        "data": "0x0102",
-        "blockNumber": "0x10",
-        "blockHash": H1,
-        "transactionHash": TX,
-        "transactionIndex": "0x0",
-        "logIndex": "0x1",
-        "removed": False,
-    }
-    base.update(over)
-    return base
-
-
 def reply(logs: Any, rid: int = 7, **extra: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "result": logs, **extra}).encode()
 
@@ -79,9 +59,9 @@ def test_the_scanner_is_built_here() -> None:
 
 def test_a_well_formed_reply_is_scanned() -> None:
     logs = [
-        log(),
-        log(logIndex="0x2", topics=[], data="0x", blockTimestamp="0x64"),
-        log(blockNumber="0x11", blockHash=H2, logIndex="0x0", blockTimestamp="0x65"),
+        raw_log(),
+        raw_log(logIndex="0x2", topics=[], data="0x", blockTimestamp="0x64"),
+        raw_log(blockNumber="0x11", blockHash=H2, logIndex="0x0", blockTimestamp="0x65"),
     ]
     scanned = agree(reply(logs), 7, addresses=[ADDR], from_block=16, to_block=17)
     assert scanned is not None
@@ -91,7 +71,7 @@ def test_a_well_formed_reply_is_scanned() -> None:
 
 
 def test_hex_in_any_case_is_lowercased_and_quantities_may_have_leading_zeros() -> None:
-    upper = log(
+    upper = raw_log(
         address=ADDR.upper().replace("0X", "0x"),
         blockHash=H1.upper().replace("0X", "0x"),
         topics=[TOPIC.upper().replace("0X", "0x")],
@@ -105,7 +85,7 @@ def test_hex_in_any_case_is_lowercased_and_quantities_may_have_leading_zeros() -
 
 
 def test_members_it_does_not_read_are_passed_over_whatever_their_shape() -> None:
-    noisy = log(
+    noisy = raw_log(
         type="mined",
         transactionLogIndex="0x0",
         extra={"a": [1, -2.5e-3, None, True]},
@@ -119,33 +99,36 @@ def test_members_it_does_not_read_are_passed_over_whatever_their_shape() -> None
 @pytest.mark.parametrize(
     ("body", "query"),
     [
-        (reply([log(removed=True)]), {}),
-        (reply([log(), log()]), {}),  # a log twice
-        (reply([log(logIndex="0x5"), log(logIndex="0x2")]), {}),  # out of order: sorted there
-        (reply([log()]), {"from_block": 17}),
-        (reply([log()]), {"to_block": 15}),
-        (reply([log()]), {"addresses": [OTHER]}),
-        (reply([log()]), {"block_hash": H2}),
-        (reply([log(), log(logIndex="0x2", blockHash=H2)]), {}),  # two hashes for a block
-        (reply([log(topics=[TOPIC] * 5)]), {}),
-        (reply([log(blockNumber=hex(2**63))]), {}),
-        (reply([log(data="0x123")]), {}),
-        (reply([log(data="0x01 02")]), {}),
-        (reply([log(address="0x1234")]), {}),
-        (reply([log(logIndex=1)]), {}),
-        (reply([log(blockHash=None)]), {}),
-        (reply([{k: v for k, v in log().items() if k != "transactionHash"}]), {}),
-        (reply([log()], rid=8), {}),  # another request's reply
+        (reply([raw_log(removed=True)]), {}),
+        (reply([raw_log(), raw_log()]), {}),  # a log twice
+        (
+            reply([raw_log(logIndex="0x5"), raw_log(logIndex="0x2")]),
+            {},
+        ),  # out of order: sorted there
+        (reply([raw_log()]), {"from_block": 17}),
+        (reply([raw_log()]), {"to_block": 15}),
+        (reply([raw_log()]), {"addresses": [OTHER]}),
+        (reply([raw_log()]), {"block_hash": H2}),
+        (reply([raw_log(), raw_log(logIndex="0x2", blockHash=H2)]), {}),  # two hashes for a block
+        (reply([raw_log(topics=[TOPIC] * 5)]), {}),
+        (reply([raw_log(blockNumber=hex(2**63))]), {}),
+        (reply([raw_log(data="0x123")]), {}),
+        (reply([raw_log(data="0x01 02")]), {}),
+        (reply([raw_log(address="0x1234")]), {}),
+        (reply([raw_log(logIndex=1)]), {}),
+        (reply([raw_log(blockHash=None)]), {}),
+        (reply([{k: v for k, v in raw_log().items() if k != "transactionHash"}]), {}),
+        (reply([raw_log()], rid=8), {}),  # another request's reply
         (reply(None), {}),
-        (reply([log()], error={"code": -32000, "message": "boom"}), {}),
-        (reply([log()]) + b" x", {}),  # trailing garbage
-        (reply([log()]).replace(b'"0x10"', b'"0x\\u0031\\u0030"'), {}),  # an escape in a value
-        (reply([log()]).replace(b'"logIndex"', b'"logInd\\u0065x"'), {}),  # ... in a key
-        (reply([log(note="X")]).replace(b'"X"', '"é"'.encode()), {}),
-        (reply([log()]).replace(b'"data"', b'"data": "0x", "data"'), {}),  # a key twice
-        (reply([log(extra=DEEP)]), {}),  # nested past the scanner's depth
-        (reply([log(extra=float("nan"))]), {}),  # NaN: JSON to Python, not to RFC 8259
-        (b"\xef\xbb\xbf" + reply([log()]), {}),  # a byte-order mark
+        (reply([raw_log()], error={"code": -32000, "message": "boom"}), {}),
+        (reply([raw_log()]) + b" x", {}),  # trailing garbage
+        (reply([raw_log()]).replace(b'"0x10"', b'"0x\\u0031\\u0030"'), {}),  # an escape in a value
+        (reply([raw_log()]).replace(b'"logIndex"', b'"logInd\\u0065x"'), {}),  # ... in a key
+        (reply([raw_log(note="X")]).replace(b'"X"', '"é"'.encode()), {}),
+        (reply([raw_log()]).replace(b'"data"', b'"data": "0x", "data"'), {}),  # a key twice
+        (reply([raw_log(extra=DEEP)]), {}),  # nested past the scanner's depth
+        (reply([raw_log(extra=float("nan"))]), {}),  # NaN: JSON to Python, not to RFC 8259
+        (b"\xef\xbb\xbf" + reply([raw_log()]), {}),  # a byte-order mark
     ],
     ids=[
         "removed",
@@ -184,7 +167,7 @@ def test_what_it_does_not_take_goes_the_generic_way(body: bytes, query: dict[str
 
 
 def test_an_unordered_answer_is_still_sorted_by_the_generic_path() -> None:
-    body = reply([log(logIndex="0x5"), log(logIndex="0x2")])
+    body = reply([raw_log(logIndex="0x5"), raw_log(logIndex="0x2")])
     expected = generic(body, 7)
     assert expected is not None and [lg.log_index for lg in expected] == [2, 5]
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rpc_fixtures import EMITTER, TOPIC, LogChain
+from rpc_fixtures import ADDR, EMITTER, H1, H2, H3, H4, H5, TOPIC, LogChain, raw_log
 
 from keeper.rpc.validate import (
     InvalidResponse,
@@ -25,30 +25,6 @@ from keeper.rpc.validate import (
     quantity,
     validate_logs,
 )
-
-H1 = "0x" + "11" * 32
-H2 = "0x" + "22" * 32
-H3 = "0x" + "44" * 32
-H4 = "0x" + "55" * 32
-H5 = "0x" + "66" * 32
-ADDR = "0x" + "aa" * 20
-
-
-def raw_log(**over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "address": ADDR.upper().replace("0X", "0x"),
-        "topics": ["0x" + "AB" * 32],
-        "data": "0x0102",
-        "blockNumber": "0x10",
-        "blockHash": H1,
-        "transactionHash": "0x" + "33" * 32,
-        "transactionIndex": "0x0",
-        "logIndex": "0x1",
-        "removed": False,
-    }
-    base.update(over)
-    return base
-
 
 MALFORMED: list[dict[str, Any]] = [
     {"address": "0x1234"},
