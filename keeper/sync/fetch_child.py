@@ -1,4 +1,4 @@
-"""The fetch process: ``python -m keeper.sync.fetch_child``, started by the indexer.
+"""The fetch process, started by the indexer (keeper.sync.fetch_process) on its import path.
 
 Reads a :class:`~keeper.sync.fetch_wire.FetchSpec` on stdin, runs the same
 :class:`~keeper.sync.history.RangeFetcher` the indexer runs in process (scan,

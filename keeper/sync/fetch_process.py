@@ -6,7 +6,7 @@ range of at least ``fetch_process_blocks`` blocks whose rest looks like
 holding ``fetch_process_events`` events, fetched so far by a process busy on
 the CPU at least ``fetch_process_busy`` of the time (``Indexer._ranges``: one
 that mostly waits on its node gains nothing from a second), the indexer
-hands the fetching of that rest to ``python -m keeper.sync.fetch_child`` (the
+hands the fetching of that rest to ``keeper.sync.fetch_child`` in a child (the
 same RangeFetcher, on a client built from this one's settings) and only
 commits here: both halves run at once, on two cores. Batches arrive in range
 order and are committed one at a time as before, so crash safety and reorg
@@ -25,12 +25,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import itertools
 import os
 import sys
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import AsyncGenerator, Sequence
 
-import keeper
 from keeper.domain.model import Protocol
 from keeper.domain.ranges import RangePolicy
 from keeper.errors import RetryableError
@@ -44,22 +43,28 @@ __all__ = ["ProcessFetcher"]
 
 log = get_logger(__name__)
 
-CHILD_MODULE = "keeper.sync.fetch_child"
-# the directory this process imported the keeper package from
-_PACKAGE_ROOT = str(Path(keeper.__file__).resolve().parent.parent)
+# The child's first line: this process's import path, then the child's module. Started
+# with -P, it never looks in its working directory: a keeper/ there is not this code.
+_BOOT = (
+    "import sys; sys.path[:] = sys.argv[1:]; "
+    "from keeper.sync.fetch_child import main; sys.exit(main())"
+)
+# where a '' or relative entry of sys.path pointed when this process imported its code
+_STARTED_IN = os.getcwd()
 # a frame is one batch (bounded by batch_bytes) as pickled tuples: well under this
 _READ_LIMIT = 1 << 20
 
 
-def child_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """This environment, with the package this process runs first on the child's path.
+def child_path(path: Sequence[str], cwd: str) -> list[str]:
+    """This process's import path for the child, its relative entries made absolute.
 
     The child must run this process's code (the wire between them is this version's),
-    wherever the command was started: ``-m`` would otherwise look in the working
-    directory first, and an older checkout there would answer with another wire.
+    wherever it was started: ``-m`` would look in the working directory first, and
+    an older checkout there would answer with another wire. The same entries in the
+    same order find the same modules, the standard library's included, which a
+    package root put first would not (an installed wheel's root is site-packages).
     """
-    path = [_PACKAGE_ROOT, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**env, "PYTHONPATH": os.pathsep.join(path)}
+    return [os.path.join(cwd, entry) if entry else cwd for entry in path]
 
 
 class ProcessFetcher:
@@ -83,6 +88,9 @@ class ProcessFetcher:
         # children started, and the one running now (status and tests)
         self.started = 0
         self.pid: int | None = None
+        # why a child could not start (an interpreter or install that fails before its
+        # first frame fails the same way each time): the indexer then fetches here
+        self.broken: str | None = None
 
     def spec(self, start: int, end: int, finalized: int, head: int | None) -> FetchSpec:
         fmt, level = configured()
@@ -110,13 +118,13 @@ class ProcessFetcher:
         """Blocks ``start``..``end`` as ready batches, fetched by the child meanwhile."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-P",  # not the working directory first: a keeper/ there is not this code
-            "-m",
-            CHILD_MODULE,
+            "-P",
+            "-c",
+            _BOOT,
+            *child_path(sys.path, _STARTED_IN),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=_READ_LIMIT,
-            env=child_environment(os.environ),
         )
         assert proc.stdin is not None and proc.stdout is not None
         self.started += 1
@@ -125,14 +133,18 @@ class ProcessFetcher:
         try:
             proc.stdin.write(encode(self.spec(start, end, finalized, head)))
             await proc.stdin.drain()
-            while True:
+            for frames in itertools.count():
                 try:
                     kind, body, calls, policy, health, trusted = await read_message(proc.stdout)
                 except asyncio.IncompleteReadError:
                     code = await proc.wait()
+                    failed = f"the fetch process exited ({code})"
+                    if frames == 0 and code > 0:  # not killed: it could not start
+                        self.broken = f"{failed} before its first message"
+                        log.error("fetch_process_unavailable", reason=self.broken,
+                                  hint="fetching in this process from now on")  # fmt: skip
                     raise RetryableError(
-                        f"the fetch process exited ({code}) before blocks {start}..{end} "
-                        "were fetched"
+                        f"{failed} before blocks {start}..{end} were fetched"
                     ) from None
                 replay(calls, self.rpc.observer)
                 self._learn(policy)

@@ -305,7 +305,7 @@ class Indexer:
         fetch process (``rest_is_large`` at the density seen so far) while this process
         is busy enough on the CPU for a second one to help (``busy_enough``), then by it."""
         least = self.settings.fetch_process_blocks
-        candidate = bool(least) and end - start + 1 >= least
+        candidate = bool(least) and end - start + 1 >= least and self.remote.broken is None
         events, handed, waiting = 0, start, False
         cpu, wall = time.process_time(), time.monotonic()
         if not candidate or self.settings.fetch_process_events:

@@ -17,6 +17,8 @@ import contextlib
 import os
 import pickle
 import signal
+import sys
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ from keeper.rpc import EndpointConfig, RpcClient
 from keeper.rpc.errors import RangeTooLargeError
 from keeper.store.index_store import ApplyResult
 from keeper.sync.fetch_child import portable
-from keeper.sync.fetch_process import ProcessFetcher, child_environment
+from keeper.sync.fetch_process import ProcessFetcher, child_path
 from keeper.sync.log_stamps import StampTrust
 
 JOBS_PER_BLOCK = [40] * 8 + [2] * 30
@@ -142,7 +144,7 @@ async def test_the_child_runs_this_code_whatever_the_working_directory_holds(
     (decoy / "keeper" / "__init__.py").write_text("raise SystemExit('the decoy ran')\n")
     (decoy / "keeper" / "sync" / "__init__.py").write_text("")
     (decoy / "keeper" / "sync" / "fetch_child.py").write_text("raise SystemExit(3)\n")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "missing"))
+    monkeypatch.setenv("PYTHONPATH", str(decoy))  # this process's path was set at its start
     local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
     monkeypatch.chdir(decoy)
     child = Harness(through_child(tmp_path, "child", flows, module_anvil.url))
@@ -153,9 +155,45 @@ async def test_the_child_runs_this_code_whatever_the_working_directory_holds(
     finally:
         await local.close()
         await child.close()
-    env = child_environment({"PYTHONPATH": "/a" + os.pathsep + "/b", "X": "1"})
-    assert env["PYTHONPATH"].split(os.pathsep)[1:] == ["/a", "/b"] and env["X"] == "1"
-    assert (Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "keeper" / "__init__.py").exists()
+
+
+def test_the_child_gets_this_import_path_in_its_order_relative_entries_made_absolute() -> None:
+    """The same entries in the same order find the same modules: the standard library
+    stays before site-packages, and '' is where this process started, not the child's
+    working directory."""
+    assert child_path(["", "rel/dir", "/abs", "/usr/lib/python3.11"], "/started/here") == [
+        "/started/here",
+        "/started/here/rel/dir",
+        "/abs",
+        "/usr/lib/python3.11",
+    ]
+    path = child_path(sys.path, os.getcwd())
+    places = sysconfig.get_paths()
+    assert path.index(places["stdlib"]) < path.index(places["purelib"])
+
+
+async def test_a_child_that_cannot_start_is_not_started_again(
+    module_anvil: AnvilProcess,
+    flows: Deployment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An interpreter that fails before the child's first frame fails the same way each
+    time: after one retry the ranges are fetched here, and the index is whole."""
+    reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
+    monkeypatch.setenv("PYTHONHOME", str(tmp_path / "no-python-here"))  # the child's start
+    h = Harness(through_child(tmp_path, "broken", flows, module_anvil.url, max_range=2))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            await h.to_head()
+        assert h.indexer.remote.started == 1
+        assert h.retries == 1
+        said = [e for e in logs if e["event"] == "fetch_process_unavailable"]
+        assert len(said) == 1 and "exited (1) before its first message" in said[0]["reason"]
+        assert_same_index(reference, h)
+    finally:
+        await reference.close()
+        await h.close()
 
 
 async def test_a_child_killed_mid_range_costs_one_retry(
