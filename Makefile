@@ -14,7 +14,7 @@ BENCH_NPM_STAMP := bench/hardhat/node_modules/.stamp-install
 # and a PostgreSQL 15 server (the second store backend: tests/support/postgres.py)
 DEBIAN_PACKAGES := prometheus chromium podman runc debootstrap postgresql
 
-.PHONY: demo test lint fmt bench reliability contracts deps deps-debian bytecode clean
+.PHONY: demo test lint fmt bench reliability fuzz contracts deps deps-debian bytecode clean
 
 deps: $(PIP_STAMP) $(NPM_STAMP)
 
@@ -79,6 +79,11 @@ bench: deps bytecode $(BENCH_NPM_STAMP)
 # the long tortures, and every other test marked slow (which `make test` leaves out)
 reliability: deps bytecode
 	$(PY) -m pytest -q -m "reliability or slow" tests
+
+# the native getLogs scanner fuzzed (libFuzzer, ASan, UBSan) against the generic path
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	scripts/fuzz-logscan $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) node_modules bench/hardhat/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,12 +1,18 @@
-"""RPC test helpers: log-emitting contracts on anvil, and a recording observer."""
+"""RPC test helpers: log-emitting contracts on anvil, a recording observer, raw getLogs
+entries, and the check of the native scanner against the generic path."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from keeper.devnet.anvil import AnvilProcess, ChainControl
+from keeper.domain.model import Logs
+from keeper.rpc.logs_reply import scan_logs_reply
+from keeper.rpc.replies import BadReply, reply_result
+from keeper.rpc.validate import validate_logs
 
 TOPIC = "0x" + "ab" * 32
 # Runtime code: copy calldata to memory, then LOG1(memory[0:calldatasize], TOPIC); STOP.
@@ -97,3 +103,25 @@ def raw_log(**over: Any) -> dict[str, Any]:
     }
     base.update(over)
     return base
+
+
+# the native scanner against the generic path: the oracle of its tests and its fuzz target
+def generic(body: bytes, rid: int, **query: Any) -> Logs | None:
+    """What the transport makes of a body without the scanner: the logs, or None if refused."""
+    try:
+        reply = json.loads(body)
+        logs: Logs = reply_result(reply, rid, False, lambda r: validate_logs(r, **query))
+    except (ValueError, RecursionError, BadReply):
+        return None
+    return logs
+
+
+def agree(body: bytes, rid: int, **query: Any) -> Logs | None:
+    """The scanner's answer, checked against the generic path's."""
+    scanned = scan_logs_reply(body, rid, **query)
+    if scanned is not None:
+        expected = generic(body, rid, **query)
+        assert expected is not None, body[:300]
+        assert list(scanned) == list(expected)
+        assert scanned.timestamps == expected.timestamps
+    return scanned

@@ -7,39 +7,29 @@ import urllib.request
 from typing import Any
 
 import pytest
+import rpc_fixtures
+from fuzz_logscan import check, query_of, seeds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rpc_fixtures import ADDR, EMITTER, EMITTER_B, H1, H2, TOPIC, LogChain, raw_log
+from rpc_fixtures import (
+    ADDR,
+    EMITTER,
+    EMITTER_B,
+    H1,
+    H2,
+    TOPIC,
+    LogChain,
+    agree,
+    generic,
+    raw_log,
+)
 
 from keeper.domain.model import Logs
 from keeper.rpc import EndpointConfig, RpcClient
-from keeper.rpc.logs_reply import NATIVE, scan_logs_reply
-from keeper.rpc.replies import BadReply, reply_result
-from keeper.rpc.validate import validate_logs
+from keeper.rpc.logs_reply import NATIVE
 
 OTHER = "0x" + "bb" * 20
 TX = "0x" + "33" * 32
-
-
-def generic(body: bytes, rid: int, **query: Any) -> Logs | None:
-    """What the transport makes of a body without the scanner: the logs, or None if refused."""
-    try:
-        reply = json.loads(body)
-        logs: Logs = reply_result(reply, rid, False, lambda r: validate_logs(r, **query))
-    except (ValueError, RecursionError, BadReply):
-        return None
-    return logs
-
-
-def agree(body: bytes, rid: int, **query: Any) -> Logs | None:
-    """The scanner's answer, checked against the generic path's."""
-    scanned = scan_logs_reply(body, rid, **query)
-    if scanned is not None:
-        expected = generic(body, rid, **query)
-        assert expected is not None, body[:300]
-        assert list(scanned) == list(expected)
-        assert scanned.timestamps == expected.timestamps
-    return scanned
 
 
 DEEP: list[Any] = []
@@ -310,3 +300,24 @@ async def test_the_client_answers_as_before(log_chain: LogChain) -> None:
     assert sorted({lg.block_number for lg in logs}) == log_chain.log_blocks
     assert by_hash == [lg for lg in logs if lg.block_hash == first.block_hash]
     assert logs.timestamps and all(t > 0 for t in logs.timestamps.values())
+
+
+def test_the_fuzz_target_checks_each_seed_against_the_generic_path() -> None:
+    """`make fuzz` starts from these: some the scanner takes (so the oracle compares logs),
+    some it refuses; the target's query heads reach the scanner's bounds."""
+    answers = [check(seed) for seed in seeds()]
+    taken = [a for a in answers if a is not None]
+    assert taken and len(taken) < len(answers)
+    assert query_of(bytes([1 | 2 | 4 | 8 | (3 << 5), 16, 9])) == (
+        9,
+        {"addresses": [ADDR], "from_block": 16, "to_block": 19},
+    )
+
+
+def test_the_fuzz_target_fails_on_an_answer_the_generic_path_does_not_give(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seed = next(s for s in seeds() if check(s) is not None)
+    monkeypatch.setattr(rpc_fixtures, "generic", lambda body, rid, **query: Logs([]))
+    with pytest.raises(AssertionError):
+        check(seed)
