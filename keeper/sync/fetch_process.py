@@ -49,14 +49,24 @@ _BOOT = (
     "import sys; sys.path[:] = sys.argv[1:]; "
     "from keeper.sync.fetch_child import main; sys.exit(main())"
 )
+
+
+def _working_directory() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # removed under this process: its relative entries find nothing
+        return None
+
+
 # where a '' or relative entry of sys.path pointed when this process imported its code
-_STARTED_IN = os.getcwd()
+_STARTED_IN = _working_directory()
 # a frame is one batch (bounded by batch_bytes) as pickled tuples: well under this
 _READ_LIMIT = 1 << 20
 
 
-def child_path(path: Sequence[str], cwd: str) -> list[str]:
-    """This process's import path for the child, its relative entries made absolute.
+def child_path(path: Sequence[str], cwd: str | None) -> list[str]:
+    """This process's import path for the child, its relative entries made absolute
+    (left out without a working directory, where they could find nothing).
 
     The child must run this process's code (the wire between them is this version's),
     wherever it was started: ``-m`` would look in the working directory first, and
@@ -64,6 +74,8 @@ def child_path(path: Sequence[str], cwd: str) -> list[str]:
     same order find the same modules, the standard library's included, which a
     package root put first would not (an installed wheel's root is site-packages).
     """
+    if cwd is None:
+        return [entry for entry in path if os.path.isabs(entry)]
     return [os.path.join(cwd, entry) if entry else cwd for entry in path]
 
 

@@ -167,6 +167,7 @@ def test_the_child_gets_this_import_path_in_its_order_relative_entries_made_abso
         "/abs",
         "/usr/lib/python3.11",
     ]
+    assert child_path(["", "rel", "/abs"], None) == ["/abs"]  # started in a removed directory
     path = child_path(sys.path, os.getcwd())
     places = sysconfig.get_paths()
     assert path.index(places["stdlib"]) < path.index(places["purelib"])
