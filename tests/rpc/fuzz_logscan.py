@@ -29,12 +29,11 @@ if _INSTRUMENTED:
     sys.modules["keeper.rpc._logscan"] = _module = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_module)
 
-sys.path.insert(0, str(Path(__file__).parent))
-from rpc_fixtures import ADDR, H1, H2, agree, raw_log  # noqa: E402
+# tests/rpc is on the path: the script's own directory, or the test run's
+from rpc_fixtures import ADDR, H1, H2, OTHER, agree, raw_log  # noqa: E402
 
 from keeper.domain.model import Logs  # noqa: E402
 
-OTHER = "0x" + "bb" * 20
 # words libFuzzer splices in: the members and shapes the scanner branches on
 TOKENS = (
     '"jsonrpc"', '"id"', '"result"', '"error"', '"address"', '"topics"', '"data"',

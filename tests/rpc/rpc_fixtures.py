@@ -87,6 +87,7 @@ H3 = "0x" + "44" * 32
 H4 = "0x" + "55" * 32
 H5 = "0x" + "66" * 32
 ADDR = "0x" + "aa" * 20
+OTHER = "0x" + "bb" * 20  # an address no raw_log comes from
 
 
 def raw_log(**over: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rpc_fixtures import (
     EMITTER_B,
     H1,
     H2,
+    OTHER,
     TOPIC,
     LogChain,
     agree,
@@ -28,7 +29,6 @@ from keeper.domain.model import Logs
 from keeper.rpc import EndpointConfig, RpcClient
 from keeper.rpc.logs_reply import NATIVE
 
-OTHER = "0x" + "bb" * 20
 TX = "0x" + "33" * 32
 
 
