@@ -150,4 +150,7 @@ def build(cfg: Config, wake: asyncio.Event) -> Components:
     rpc = build_rpc(cfg, metrics)
     listener = MetricsListener(metrics, cfg, wake)
     indexing = build_indexing(cfg, rpc, conn, listener)
+    # read at scrape time from the fetcher itself, so it cannot drift from what the indexer does
+    fetcher = indexing.indexer.remote
+    metrics.fetch_process_unavailable.set_function(lambda: float(fetcher.broken is not None))
     return Components(cfg, conn, rpc, indexing, metrics, listener)

@@ -107,6 +107,12 @@ class Metrics:
             "1 while indexing is halted (e.g. a reorg deeper than the window), else 0.",
             registry=r,
         )
+        self.fetch_process_unavailable = Gauge(
+            "keeper_fetch_process_unavailable",
+            "1 once the separate fetch process could not start: historical ranges are fetched "
+            "in the daemon's own process (correct, slower), until a restart; else 0.",
+            registry=r,
+        )
 
         # the indexer lease (several daemons on one database: keeper.leadership)
         self.lease_leader = Gauge(

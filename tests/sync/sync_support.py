@@ -12,7 +12,7 @@ from typing import Any
 from support.rpc_proxy import ProxyRules, RpcProxy
 from web3 import Web3
 
-from keeper.compose import build_rpc
+from keeper.compose import build, build_rpc
 from keeper.config import Config, load_config
 from keeper.devnet.anvil import DEV_KEYS
 from keeper.devnet.contracts import load_abi
@@ -20,7 +20,8 @@ from keeper.devnet.deploy import Deployment, send_call
 from keeper.devnet.evaluator_service import VerdictBook, load_fixtures
 from keeper.devnet.traffic import Timing, TrafficGenerator
 from keeper.errors import RetryableError
-from keeper.indexing import IndexListener, build_indexing
+from keeper.indexing import IndexListener, IndexPipeline, build_indexing
+from keeper.obs.metrics import Metrics
 from keeper.rpc.client import RpcClient
 from keeper.store.db import Db, connect
 from keeper.store.migrations import migrate
@@ -112,11 +113,24 @@ class Harness:
     def __init__(
         self, cfg: Config, rpc: RpcClient | None = None, listener: IndexListener | None = None
     ) -> None:
+        conn = connect(cfg.database.target)
+        migrate(conn)
+        rpc = rpc or build_rpc(cfg, None)
+        self._adopt(cfg, conn, rpc, build_indexing(cfg, rpc, conn, listener))
+
+    @classmethod
+    def composed(cls, cfg: Config) -> tuple[Harness, Metrics]:
+        """Wired whole by ``compose.build``, as ``keeper run`` is, with its metrics."""
+        c = build(cfg, asyncio.Event())
+        h = cls.__new__(cls)
+        h._adopt(cfg, c.conn, c.rpc, c.indexing)
+        return h, c.metrics
+
+    def _adopt(self, cfg: Config, conn: Db, rpc: RpcClient, indexing: IndexPipeline) -> None:
         self.cfg = cfg
-        self.conn = connect(cfg.database.target)
-        migrate(self.conn)
-        self.rpc = rpc or build_rpc(cfg, None)
-        self.indexing = build_indexing(cfg, self.rpc, self.conn, listener)
+        self.conn = conn
+        self.rpc = rpc
+        self.indexing = indexing
         self.store = self.indexing.store
         self.indexer = self.indexing.indexer
         self.retries = 0

@@ -25,12 +25,10 @@ from typing import Any
 
 import pytest
 import structlog
-from prometheus_client import CollectorRegistry
 from support.rpc_proxy import ProxyRules, RpcProxy
 from sync_support import Harness, emit_job_flows, table_diff, write_config
 from web3 import Web3
 
-from keeper.compose import build_rpc
 from keeper.config import Config
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
@@ -40,7 +38,6 @@ from keeper.domain.rpc_errors import RpcFailure
 from keeper.errors import RetryableError
 from keeper.indexing import NullListener
 from keeper.obs.logging import register_rpc_url
-from keeper.obs.metrics import Metrics
 from keeper.rpc import EndpointConfig, RpcClient
 from keeper.rpc.errors import RangeTooLargeError
 from keeper.store.index_store import ApplyResult
@@ -111,10 +108,10 @@ async def test_the_child_builds_the_same_index_and_its_calls_are_counted(
 ) -> None:
     local = await index(tmp_path, "local", flows, module_anvil.url, fetch_process_blocks=0)
     cfg = through_child(tmp_path, "child", flows, module_anvil.url, batch_events=300)
-    metrics = Metrics(CollectorRegistry())
-    child = Harness(cfg, rpc=build_rpc(cfg, metrics))
+    child, metrics = Harness.composed(cfg)
     try:
         await child.to_head()
+        assert metrics.registry.get_sample_value("keeper_fetch_process_unavailable") == 0
         assert local.indexer.remote.started == 0
         assert child.indexer.remote.started >= 1
         assert child.indexer.remote.pid is None  # the child is gone with its range
@@ -183,14 +180,18 @@ async def test_a_child_that_cannot_start_is_not_started_again(
     time: after one retry the ranges are fetched here, and the index is whole."""
     reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
     monkeypatch.setenv("PYTHONHOME", str(tmp_path / "no-python-here"))  # the child's start
-    h = Harness(through_child(tmp_path, "broken", flows, module_anvil.url, max_range=2))
+    h, metrics = Harness.composed(
+        through_child(tmp_path, "broken", flows, module_anvil.url, max_range=2)
+    )
     try:
+        assert metrics.registry.get_sample_value("keeper_fetch_process_unavailable") == 0
         with structlog.testing.capture_logs() as logs:
             await h.to_head()
         assert h.indexer.remote.started == 1
         assert h.retries == 1
         said = [e for e in logs if e["event"] == "fetch_process_unavailable"]
         assert len(said) == 1 and "exited (1) before its first message" in said[0]["reason"]
+        assert metrics.registry.get_sample_value("keeper_fetch_process_unavailable") == 1
         assert_same_index(reference, h)
     finally:
         await reference.close()
