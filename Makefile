@@ -50,8 +50,15 @@ demo: deps bytecode
 # Two workers (pytest-xdist), one per core of the CI machine: much of a test's time is
 # waiting on anvil, daemons and servers. A file's tests share one worker, so its module
 # fixtures (an anvil, an installed venv) are made once. TEST_WORKERS=0 runs in-process.
+# Before the tests, the C getLogs scanner is fuzzed under ASan and UBSan for
+# TEST_FUZZ_SECONDS (millions of replies a minute; `make fuzz` runs longer; 0 skips it).
 TEST_WORKERS ?= 2
+TEST_FUZZ_SECONDS ?= 60
 test: lint deps-debian bytecode
+	@if [ "$(TEST_FUZZ_SECONDS)" != 0 ]; then \
+	  mkdir -p build && scripts/fuzz-logscan $(TEST_FUZZ_SECONDS) > build/fuzz.log 2>&1 \
+	    || { tail -n 60 build/fuzz.log; echo "fuzzing the scanner failed: build/fuzz.log"; exit 1; }; \
+	  grep -E '^Done|^stat::(number_of_executed_units|peak_rss_mb)' build/fuzz.log; fi
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 lint: deps
