@@ -438,15 +438,24 @@ INDEXER = Dashboard(
             [Target(by("chain_id", sel("keeper_head_lag_seconds"), "max"), "{{chain_id}}")],
             unit="s",
             thresholds=[(120, "red")],
-            width=8,
+            width=6,
         ),
         Panel(
             "Indexing halted",
             "1 when the indexer stopped on purpose (e.g. a reorg deeper than its window).",
             [Target(f"max({sel('keeper_indexing_halted')})", "halted", instant=True)],
             kind="stat",
-            width=4,
+            width=3,
             thresholds=[(1, "red")],
+        ),
+        Panel(
+            "Fetch process unavailable",
+            "1 when the second process that fetches long ranges could not start: the daemon "
+            "fetches them itself, slower, same index. Alert FetchProcessUnavailable.",
+            [Target(f"max({sel('keeper_fetch_process_unavailable')})", "in process", instant=True)],
+            kind="stat",
+            width=3,
+            thresholds=[(1, "orange")],
         ),
         Panel(
             "Reorgs",
