@@ -12,6 +12,7 @@ Figures go to the report before any assertion, so a failing run still shows them
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,13 @@ def fail(fig: Figures, ok: bool, what: str) -> bool:
     if not ok:
         fig.checks_failed.append(what)
     return ok
+
+
+def current_test() -> str:
+    """The running test's name and parameters (``test_x[long]``), for the report's lines:
+    a wasted send is traced from the torture that made it."""
+    running = os.environ.get("PYTEST_CURRENT_TEST", "")
+    return running.split(" ", 1)[0].rsplit("::", 1)[-1] or "outside pytest"
 
 
 async def converge_and_check(
@@ -125,7 +133,7 @@ async def converge_and_check(
         fig.keeper_txs_audited += audit.txs
         fig.duplicate_sends += audit.duplicate_sends
         fig.wasted_sends += audit.wasted_sends
-        fig.wasted += audit.missed
+        fig.wasted += [f"{missed} ({current_test()})" for missed in audit.missed]
         fig.double_executions += audit.double_executions
         repeats = effect_repeats(fresh.conn)
         assert fail(fig, audit.duplicate_sends == 0, "duplicate sends"), audit.repeats()

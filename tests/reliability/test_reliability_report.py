@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rel_checks import current_test
 from rel_report import JSON_NAME, MD_NAME, WASTED_SHOWN, Report, report_dir
 
 
@@ -89,6 +90,18 @@ class TestReport:
         assert f"- {wasted[WASTED_SHOWN - 1]}\n" in text
         assert f"- {wasted[WASTED_SHOWN]}\n" not in text
         assert f"- and {40 - WASTED_SHOWN} more" in text
+
+    def test_a_wasted_send_names_the_torture_that_made_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Each line of the list ends with the running test, parameters included."""
+        assert current_test() == "test_a_wasted_send_names_the_torture_that_made_it"
+        monkeypatch.setenv(
+            "PYTEST_CURRENT_TEST", "tests/reliability/test_x.py::test_reorgs[long] (call)"
+        )
+        assert current_test() == "test_reorgs[long]"
+        monkeypatch.delenv("PYTEST_CURRENT_TEST")
+        assert current_test() == "outside pytest"
 
     def test_directory_comes_from_the_environment(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
