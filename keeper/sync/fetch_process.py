@@ -143,8 +143,11 @@ class ProcessFetcher:
         self.pid = proc.pid
         log.info("fetch_process_started", pid=proc.pid, from_block=start, to_block=end)
         try:
-            proc.stdin.write(encode(self.spec(start, end, finalized, head)))
-            await proc.stdin.drain()
+            try:
+                proc.stdin.write(encode(self.spec(start, end, finalized, head)))
+                await proc.stdin.drain()
+            except ConnectionError:
+                pass  # a child already gone: its end of stdout says so, read below
             for frames in itertools.count():
                 try:
                     kind, body, calls, policy, health, trusted = await read_message(proc.stdout)
