@@ -41,7 +41,6 @@ from keeper.obs.logging import register_rpc_url
 from keeper.rpc import EndpointConfig, RpcClient
 from keeper.rpc.errors import RangeTooLargeError
 from keeper.store.index_store import ApplyResult
-from keeper.sync import fetch_process
 from keeper.sync.fetch_child import portable
 from keeper.sync.fetch_process import ProcessFetcher, child_path
 from keeper.sync.log_stamps import StampTrust
@@ -194,7 +193,7 @@ async def test_a_child_that_cannot_start_is_not_started_again(
             await proc.wait()
             return proc
 
-        monkeypatch.setattr(fetch_process.asyncio, "create_subprocess_exec", exited_first)
+        monkeypatch.setattr(asyncio, "create_subprocess_exec", exited_first)
     h, metrics = Harness.composed(
         through_child(tmp_path, "broken", flows, module_anvil.url, max_range=2)
     )
