@@ -1,7 +1,9 @@
 # The two commands a new machine needs: `make demo` and `make test`.
 # Each bootstraps what it needs (a .venv, the npm chain toolchain) and is quick when done.
 SHELL := /bin/bash
-PYTHON ?= python3
+# The locks pin CPython 3.11's wheels (the image's Python): python3.11 where it runs,
+# else python3, which the venv's creation checks
+PYTHON ?= $(shell python3.11 -c '' >/dev/null 2>&1 && echo python3.11 || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP_STAMP := $(VENV)/.stamp-install
@@ -23,7 +25,10 @@ deps-debian:
 
 # requirements-dev.lock is requirements.lock (what the container installs) plus the dev tools
 $(PIP_STAMP): pyproject.toml requirements.lock requirements-dev.lock keeper/rpc/_logscan.c
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || { $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "the locks pin CPython 3.11's wheels and $(PYTHON) is not 3.11 ($$($(PYTHON) -V 2>&1));" \
+	       "install Python 3.11, or name it: make PYTHON=/path/to/python3.11"; exit 1; }; \
+	  $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.lock
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
