@@ -48,6 +48,7 @@ from bench.common import (
     keeper_cmd,
     rss_kb,
     spawn_daemon,
+    stat_cpu,
     stop_daemon,
     wait_http,
     write_config,
@@ -235,6 +236,8 @@ def run_backfill(
 ) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS KiB, the command's JSON summary) of ``keeper backfill``.
 
+    The summary gains ``cpu_seconds``: the CPU the command and its fetch processes used.
+
     The peak is the largest total RSS of the command and its fetch processes
     (keeper.sync.fetch_process), sampled every 20 ms until it exits, and at
     least the command's own ``VmHWM`` (``TreePeak``); the summary's
@@ -257,7 +260,7 @@ def run_backfill(
         peak = TreePeak(proc.pid)
         while True:
             peak.sample()
-            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid == proc.pid:
                 break
             time.sleep(0.02)
@@ -269,6 +272,8 @@ def run_backfill(
         )
     summary = json.loads(out_path.read_text().strip().splitlines()[-1])
     summary["fetch_process_kb"] = max(peak.children_kb.values(), default=0)
+    # the command's CPU with its fetch processes' (wait4 counts the children it reaped)
+    summary["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     return elapsed, peak.peak_kb, summary
 
 
@@ -292,6 +297,40 @@ def steady_memory(
         return {"rss_kb_max": max(samples), "rss_kb_last": cur, "hwm_kb": peak}
     finally:
         stop_daemon(proc)
+
+
+def node_cpu_seconds(node: AnvilProcess) -> float:
+    """The node's CPU so far (user and system): what it spends answering a backfill."""
+    assert node.proc is not None
+    return stat_cpu(Path(f"/proc/{node.proc.pid}/stat"))
+
+
+def cpu_figures(
+    res: Result,
+    prefix: str,
+    keeper_cpu: float,
+    node_cpu: float,
+    events: int,
+    ceiling_eps: float,
+    cores: int | None = None,
+) -> None:
+    """What the run's CPU says about its share of the ceiling, whatever the overlap.
+
+    The command, its fetch process and the node share this machine's cores: no
+    arrangement of them goes faster than the cores divided by their CPU an event,
+    so that limit's share of the ceiling bounds the share this code can reach here,
+    and the command's CPU an event that half the ceiling leaves is the budget the
+    share target sets (bench/README.md).
+    """
+    cores = cores or len(os.sched_getaffinity(0))
+    keeper_us, node_us = keeper_cpu / events * 1e6, node_cpu / events * 1e6
+    limit = cores / ((keeper_us + node_us) / 1e6)
+    res.add(f"{prefix}CPU an event, the command (its fetch process included)", keeper_us, "us")
+    res.add(f"{prefix}CPU an event, the node", node_us, "us")
+    res.add(f"{prefix}limit of {cores} cores at that CPU", limit, "ev/s")
+    res.add(f"{prefix}share of the ceiling that limit allows", limit / ceiling_eps, "x")
+    budget = cores / (0.5 * ceiling_eps) * 1e6 - node_us
+    res.add(f"{prefix}command's CPU an event that a 0.5 share allows", budget, "us")
 
 
 def _measure(
@@ -353,7 +392,9 @@ def _measure(
 
     cfg = write_config(work, "backfill", node.url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
                        max_range=span)  # fmt: skip
+    node_cpu = node_cpu_seconds(node)
     e_secs, peak_kb, summary = run_backfill(cfg)
+    node_cpu = node_cpu_seconds(node) - node_cpu
     if summary["events"] != expected:
         raise RuntimeError(f"backfill indexed {summary['events']} of {expected} events")
     conn = sqlite3.connect(work / "backfill.db")
@@ -385,6 +426,7 @@ def _measure(
     res.add("naive (web3 process_log + getJob + INSERT)", naive_eps, "ev/s")
     res.add("JSON-RPC calls per 1,000 events", 1000 * calls.total() / expected, "calls")
     res.add("events/s inside the command", summary["events_per_second"], "ev/s")
+    cpu_figures(res, "", summary["cpu_seconds"], node_cpu, expected, ceiling_eps)
     res.add("peak RSS, the command and its fetch process", peak_kb / 1024, "MB")
     res.add("the fetch process's own peak RSS (0: none started)",
             summary["fetch_process_kb"] / 1024, "MB")  # fmt: skip
@@ -392,12 +434,16 @@ def _measure(
     # fetch_process_blocks = 0): one core, what the default's second process buys
     ip_cfg = write_config(work, "backfill-ip", node.url, d,
                           [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span)  # fmt: skip
+    ip_node_cpu = node_cpu_seconds(node)
     ip_secs, ip_peak_kb, ip_summary = run_backfill(ip_cfg, env=IN_PROCESS)
+    ip_node_cpu = node_cpu_seconds(node) - ip_node_cpu
     if ip_summary["events"] != expected:
         raise RuntimeError(f"in-process backfill indexed {ip_summary['events']} events")
     res.add("in process: events/s end to end", expected / ip_secs, "ev/s")
     res.add("in process: share of the getLogs ceiling", expected / ip_secs / ceiling_eps, "x")
     res.add("in process: peak RSS", ip_peak_kb / 1024, "MB")
+    cpu_figures(res, "in process: ", ip_summary["cpu_seconds"], ip_node_cpu, expected,
+                ceiling_eps)  # fmt: skip
     res.details.update({
         "end_to_end_seconds": round(e_secs, 2),
         "inside_command_seconds": summary["seconds"],
