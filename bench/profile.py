@@ -4,7 +4,8 @@ The same workload (``--density dense`` or ``sparse``) and config as the
 backfill benchmark. By default a
 pyinstrument call tree (text, plus HTML under ``bench/results/``); with
 ``--stages``, wall and CPU seconds per indexer stage, measured by wrapping
-the stage methods, which shows how much of the wall time is spent waiting
+the stage methods (and the cycle collector's runs and CPU, from ``gc.callbacks``),
+which shows how much of the wall time is spent waiting
 for the node rather than computing (a sampling profiler's percentages hide
 that on a loaded machine); the CPU seconds of the node and of the fetch
 process beside them; and the time per event of each SQL statement the index
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import gc
 import os
 import tempfile
 import time
@@ -129,6 +131,23 @@ class _TimedConnection:
         return self._timed("executemany", sql, *args)
 
 
+def _time_collections() -> dict[int, tuple[int, float]]:
+    """Runs and CPU seconds of this process's cycle collector by generation, from now on
+    (its young collections are the price of the objects a batch allocates)."""
+    spent: dict[int, tuple[int, float]] = {}
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+            return
+        count, seconds = spent.get(info["generation"], (0, 0.0))
+        spent[info["generation"]] = (count + 1, seconds + time.process_time() - started[0])
+
+    gc.callbacks.append(callback)
+    return spent
+
+
 def _time_statements(seconds: dict[str, float]) -> None:
     """Give every IndexStore a timed connection (the backfill builds one)."""
     original = IndexStore.__init__
@@ -165,8 +184,10 @@ def main() -> None:
             assert node.proc is not None
             node_stat = Path(f"/proc/{node.proc.pid}/stat")
             fetch_cpu: dict[int, float] = {}
+            collections = _time_collections()
             t, c, n = time.perf_counter(), time.process_time(), stat_cpu(node_stat)
             asyncio.run(_watching_children(run(), fetch_cpu, node.proc.pid))
+            gc.callbacks.clear()
             print(f"{'total':<20} wall {time.perf_counter() - t:7.2f} s  "
                   f"cpu {time.process_time() - c:7.2f} s")  # fmt: skip
             # the other processes on the same cores: the node, and the fetch process
@@ -175,6 +196,9 @@ def main() -> None:
                 print(f"{'fetch process':<20} {'':13}  cpu {sum(fetch_cpu.values()):7.2f} s")
             for name in wall:
                 print(f"{name:<20} wall {wall[name]:7.2f} s  cpu {cpu[name]:7.2f} s")
+            for generation, (count, spent) in sorted(collections.items()):
+                print(f"{'collector, gen ' + str(generation):<20} {count:>5} runs      "
+                      f"cpu {spent:7.2f} s")  # fmt: skip
             print(f"SQL statements, {sum(statements.values()):.2f} s in all, per event:")
             for sql, spent in sorted(statements.items(), key=lambda kv: -kv[1])[:12]:
                 print(f"  {spent * 1e6 / wl.events:6.2f} us  {sql}")
