@@ -320,7 +320,8 @@ def cpu_figures(
     arrangement of them goes faster than the cores divided by their CPU an event,
     so that limit's share of the ceiling bounds the share this code can reach here,
     and the command's CPU an event that half the ceiling leaves is the budget the
-    share target sets (bench/README.md).
+    share target sets (bench/README.md): negative when the node alone takes more of the
+    cores than half the ceiling leaves, as Hardhat Network does on the wide sparse chain.
     """
     cores = cores or len(os.sched_getaffinity(0))
     keeper_us, node_us = keeper_cpu / events * 1e6, node_cpu / events * 1e6
