@@ -305,6 +305,15 @@ def node_cpu_seconds(node: AnvilProcess) -> float:
     return stat_cpu(Path(f"/proc/{node.proc.pid}/stat"))
 
 
+def _run_on(
+    node: AnvilProcess, config: Path, env: Mapping[str, str] | None = None
+) -> tuple[float, int, dict[str, Any], float]:
+    """``run_backfill``'s figures, and the CPU seconds the node spent meanwhile."""
+    before = node_cpu_seconds(node)
+    secs, peak_kb, summary = run_backfill(config, env=env)
+    return secs, peak_kb, summary, node_cpu_seconds(node) - before
+
+
 def cpu_figures(
     res: Result,
     prefix: str,
@@ -393,9 +402,7 @@ def _measure(
 
     cfg = write_config(work, "backfill", node.url, d, [(CONTRACT_NAME, "erc8183", d.erc8183)],
                        max_range=span)  # fmt: skip
-    node_cpu = node_cpu_seconds(node)
-    e_secs, peak_kb, summary = run_backfill(cfg)
-    node_cpu = node_cpu_seconds(node) - node_cpu
+    e_secs, peak_kb, summary, node_cpu = _run_on(node, cfg)
     if summary["events"] != expected:
         raise RuntimeError(f"backfill indexed {summary['events']} of {expected} events")
     conn = sqlite3.connect(work / "backfill.db")
@@ -435,9 +442,7 @@ def _measure(
     # fetch_process_blocks = 0): one core, what the default's second process buys
     ip_cfg = write_config(work, "backfill-ip", node.url, d,
                           [(CONTRACT_NAME, "erc8183", d.erc8183)], max_range=span)  # fmt: skip
-    ip_node_cpu = node_cpu_seconds(node)
-    ip_secs, ip_peak_kb, ip_summary = run_backfill(ip_cfg, env=IN_PROCESS)
-    ip_node_cpu = node_cpu_seconds(node) - ip_node_cpu
+    ip_secs, ip_peak_kb, ip_summary, ip_node_cpu = _run_on(node, ip_cfg, IN_PROCESS)
     if ip_summary["events"] != expected:
         raise RuntimeError(f"in-process backfill indexed {ip_summary['events']} events")
     res.add("in process: events/s end to end", expected / ip_secs, "ev/s")

@@ -4,11 +4,11 @@ The same workload (``--density dense`` or ``sparse``) and config as the
 backfill benchmark. By default a
 pyinstrument call tree (text, plus HTML under ``bench/results/``); with
 ``--stages``, wall and CPU seconds per indexer stage, measured by wrapping
-the stage methods (and the cycle collector's runs and CPU, from ``gc.callbacks``),
-which shows how much of the wall time is spent waiting
+the stage methods, which shows how much of the wall time is spent waiting
 for the node rather than computing (a sampling profiler's percentages hide
 that on a loaded machine); the CPU seconds of the node and of the fetch
-process beside them; and the time per event of each SQL statement the index
+process beside them; the cycle collector's runs and CPU (``gc.callbacks``);
+and the time per event of each SQL statement the index
 store runs (its connection wrapped), which shows the commit path's budget.
 """
 
@@ -23,11 +23,11 @@ import os
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.backfill import CONTRACT_NAME
+from bench.backfill import CONTRACT_NAME, node_cpu_seconds
 from bench.common import ARCHIVE_ANVIL, RESULTS, children, stat_cpu, write_config
 from bench.escrow_workload import (
     ANVIL_ARGS,
@@ -131,8 +131,9 @@ class _TimedConnection:
         return self._timed("executemany", sql, *args)
 
 
-def _time_collections() -> dict[int, tuple[int, float]]:
-    """Runs and CPU seconds of this process's cycle collector by generation, from now on
+@contextlib.contextmanager
+def _time_collections() -> Iterator[dict[int, tuple[int, float]]]:
+    """Runs and CPU seconds of this process's cycle collector by generation, while open
     (its young collections are the price of the objects a batch allocates)."""
     spent: dict[int, tuple[int, float]] = {}
     started = [0.0]
@@ -145,7 +146,10 @@ def _time_collections() -> dict[int, tuple[int, float]]:
         spent[info["generation"]] = (count + 1, seconds + time.process_time() - started[0])
 
     gc.callbacks.append(callback)
-    return spent
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(callback)
 
 
 def _time_statements(seconds: dict[str, float]) -> None:
@@ -182,16 +186,14 @@ def main() -> None:
             statements: dict[str, float] = defaultdict(float)
             _time_statements(statements)
             assert node.proc is not None
-            node_stat = Path(f"/proc/{node.proc.pid}/stat")
             fetch_cpu: dict[int, float] = {}
-            collections = _time_collections()
-            t, c, n = time.perf_counter(), time.process_time(), stat_cpu(node_stat)
-            asyncio.run(_watching_children(run(), fetch_cpu, node.proc.pid))
-            gc.callbacks.clear()
+            with _time_collections() as collections:
+                t, c, n = time.perf_counter(), time.process_time(), node_cpu_seconds(node)
+                asyncio.run(_watching_children(run(), fetch_cpu, node.proc.pid))
             print(f"{'total':<20} wall {time.perf_counter() - t:7.2f} s  "
                   f"cpu {time.process_time() - c:7.2f} s")  # fmt: skip
             # the other processes on the same cores: the node, and the fetch process
-            print(f"{'node (anvil)':<20} {'':13}  cpu {stat_cpu(node_stat) - n:7.2f} s")
+            print(f"{'node (anvil)':<20} {'':13}  cpu {node_cpu_seconds(node) - n:7.2f} s")
             if fetch_cpu:
                 print(f"{'fetch process':<20} {'':13}  cpu {sum(fetch_cpu.values()):7.2f} s")
             for name in wall:
