@@ -34,6 +34,7 @@ from keeper.sync.fetch_wire import (
     read_spec,
     to_wire,
     write_frame,
+    write_ready,
 )
 from keeper.sync.history import CHILD_FETCHING_AHEAD, RangeFetcher
 from keeper.sync.log_stamps import StampTrust
@@ -138,7 +139,13 @@ def main() -> int:
     # printed by accident can break a frame
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    try:
+        write_ready(out)
+    except BrokenPipeError:  # a parent that no longer wants this child
+        return 1
     spec = read_spec(sys.stdin.buffer)
+    if spec is None:  # never given a range
+        return 0
     for secret in spec.secrets:
         register_secret(secret)
     configure_logging(spec.log_format, spec.log_level, stream=sys.stderr)

@@ -10,13 +10,17 @@ hands the fetching of that rest to ``keeper.sync.fetch_child`` in a child (the
 same RangeFetcher, on a client built from this one's settings) and only
 commits here: both halves run at once, on two cores. Batches arrive in range
 order and are committed one at a time as before, so crash safety and reorg
-handling do not change; the child never writes anything.
+handling do not change; the child never writes anything. The child is started
+(``launch``) before it is told its range: it says when its interpreter and
+imports are ready (an empty frame), and until then the indexer goes on fetching
+here, so the start costs the range no stall.
 
 The child is this process's: started per range, killed when the range is
-closed (done, failed, cancelled), and its RPC calls are reported to this
-process's observer as they arrive: with each batch, and every second while a
-batch is being fetched (a range held up by a failing endpoint shows in the
-metrics and the endpoints' health while it waits, not after). A child that dies mid-range is a
+closed (done, failed, cancelled, or finished here before the child was ready),
+and its RPC calls are reported to this process's observer as they arrive: with
+each batch, and every second while a batch is being fetched (a range held up by
+a failing endpoint shows in the metrics and the endpoints' health while it
+waits, not after). A child that dies mid-range is a
 RetryableError: the step is retried from the cursor, as after any fault.
 """
 
@@ -25,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import itertools
 import os
 import sys
 from collections.abc import AsyncGenerator, Sequence
@@ -35,7 +38,14 @@ from keeper.domain.ranges import RangePolicy
 from keeper.errors import RetryableError
 from keeper.obs.logging import configured, get_logger, registered_secrets
 from keeper.rpc.client import RpcClient
-from keeper.sync.fetch_wire import FetchSpec, encode, from_wire, read_message, replay
+from keeper.sync.fetch_wire import (
+    FetchSpec,
+    encode,
+    from_wire,
+    read_message,
+    read_ready,
+    replay,
+)
 from keeper.sync.history import Fetched
 from keeper.sync.log_stamps import StampTrust
 
@@ -62,6 +72,13 @@ def _working_directory() -> str | None:
 _STARTED_IN = _working_directory()
 # a frame is one batch (bounded by batch_bytes) as pickled tuples: well under this
 _READ_LIMIT = 1 << 20
+
+
+async def _stopped(proc: asyncio.subprocess.Process) -> None:
+    """Kill the child unless it has exited, and reap it."""
+    if proc.returncode is None:
+        proc.kill()
+    await proc.wait()
 
 
 def child_path(path: Sequence[str], cwd: str | None) -> list[str]:
@@ -103,6 +120,8 @@ class ProcessFetcher:
         # why a child could not start (an interpreter or install that fails before its
         # first frame fails the same way each time): the indexer then fetches here
         self.broken: str | None = None
+        # a child started ahead of its range (launch), until prefetched or discard takes it
+        self._launched: asyncio.Future[asyncio.subprocess.Process] | None = None
 
     def spec(self, start: int, end: int, finalized: int, head: int | None) -> FetchSpec:
         fmt, level = configured()
@@ -124,10 +143,37 @@ class ProcessFetcher:
             gc_threshold=gc.get_threshold(),
         )
 
-    async def prefetched(
-        self, start: int, end: int, *, finalized: int, head: int | None
-    ) -> AsyncGenerator[Fetched, None]:
-        """Blocks ``start``..``end`` as ready batches, fetched by the child meanwhile."""
+    def launch(self) -> None:
+        """Start a child now, to be given its range later (``prefetched``).
+
+        Its interpreter and imports (about a third of a second) then overlap the
+        batches still fetched here, instead of holding up the range at the handover.
+        """
+        if self._launched is None:
+            self._launched = asyncio.ensure_future(self._start())
+
+    @property
+    def launched(self) -> bool:
+        return self._launched is not None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the launched child has started (or failed to: ``prefetched`` says)."""
+        return self._launched is not None and self._launched.done()
+
+    async def discard(self) -> None:
+        """Stop a launched child that was never given a range (its range ended here)."""
+        launched, self._launched = self._launched, None
+        if launched is None:
+            return
+        launched.cancel()
+        await asyncio.wait([launched])  # its cancellation or failure is not this caller's
+        if not launched.cancelled() and launched.exception() is None:
+            await _stopped(launched.result())
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        """A child that has imported its code and waits for its range, or the
+        RetryableError of one that exited first (then never started again)."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-P",
@@ -138,28 +184,47 @@ class ProcessFetcher:
             stdout=asyncio.subprocess.PIPE,
             limit=_READ_LIMIT,
         )
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout is not None
         self.started += 1
+        log.info("fetch_process_started", pid=proc.pid)
+        try:
+            await read_ready(proc.stdout)
+        except asyncio.IncompleteReadError:
+            code = await proc.wait()
+            failed = f"the fetch process exited ({code})"
+            if code > 0:  # not killed: it could not start
+                self.broken = f"{failed} before its first message"
+                log.error("fetch_process_unavailable", reason=self.broken,
+                          hint="fetching in this process from now on")  # fmt: skip
+            raise RetryableError(f"{failed} before it was given its range") from None
+        except BaseException:  # cancelled (discarded) or a wrong first frame
+            await _stopped(proc)
+            raise
+        return proc
+
+    async def prefetched(
+        self, start: int, end: int, *, finalized: int, head: int | None
+    ) -> AsyncGenerator[Fetched, None]:
+        """Blocks ``start``..``end`` as ready batches, fetched by the child meanwhile
+        (the launched one, else one started now)."""
+        launched, self._launched = self._launched, None
+        proc = await (launched if launched is not None else self._start())
+        assert proc.stdin is not None and proc.stdout is not None
         self.pid = proc.pid
-        log.info("fetch_process_started", pid=proc.pid, from_block=start, to_block=end)
         try:
             try:
                 proc.stdin.write(encode(self.spec(start, end, finalized, head)))
                 await proc.stdin.drain()
             except ConnectionError:
                 pass  # a child already gone: its end of stdout says so, read below
-            for frames in itertools.count():
+            while True:
                 try:
                     kind, body, calls, policy, health, trusted = await read_message(proc.stdout)
                 except asyncio.IncompleteReadError:
                     code = await proc.wait()
-                    failed = f"the fetch process exited ({code})"
-                    if frames == 0 and code > 0:  # not killed: it could not start
-                        self.broken = f"{failed} before its first message"
-                        log.error("fetch_process_unavailable", reason=self.broken,
-                                  hint="fetching in this process from now on")  # fmt: skip
                     raise RetryableError(
-                        f"{failed} before blocks {start}..{end} were fetched"
+                        f"the fetch process exited ({code}) before blocks {start}..{end} "
+                        "were fetched"
                     ) from None
                 replay(calls, self.rpc.observer)
                 self._learn(policy)
@@ -172,9 +237,7 @@ class ProcessFetcher:
                 elif kind == "done":
                     return
         finally:
-            if proc.returncode is None:
-                proc.kill()
-            await proc.wait()
+            await _stopped(proc)
             self.pid = None
 
     def _learn(self, policy: RangePolicy) -> None:

@@ -29,13 +29,18 @@ __all__ = [
     "encode",
     "from_wire",
     "read_message",
+    "read_ready",
     "read_spec",
     "replay",
     "to_wire",
     "write_frame",
+    "write_ready",
 ]
 
 _LENGTH = struct.Struct(">I")
+# the child's first frame, empty: its interpreter and imports are done and it waits for
+# its range (a parent may start it ahead of knowing the range, keeper.sync.fetch_process)
+_READY = _LENGTH.pack(0)
 _PROTOCOLS = {p.value: p for p in Protocol}
 
 # what a child reports: a batch, the end of the range, the exception that ended it, or
@@ -137,8 +142,25 @@ def write_frame(out: BinaryIO, message: object) -> None:
     out.flush()
 
 
-def read_spec(source: BinaryIO) -> FetchSpec:
-    (length,) = _LENGTH.unpack(source.read(_LENGTH.size))
+def write_ready(out: BinaryIO) -> None:
+    out.write(_READY)
+    out.flush()
+
+
+async def read_ready(source: asyncio.StreamReader) -> None:
+    """The child's ready frame; ``asyncio.IncompleteReadError`` when the child is gone."""
+    frame = await source.readexactly(_LENGTH.size)
+    if frame != _READY:
+        raise ValueError(f"the fetch process began with a {len(frame)}-byte frame, not ready")
+
+
+def read_spec(source: BinaryIO) -> FetchSpec | None:
+    """The range to fetch, or None when the parent closed the pipe without one (it
+    stopped a child it had started ahead, or it is gone)."""
+    head = source.read(_LENGTH.size)
+    if not head:
+        return None
+    (length,) = _LENGTH.unpack(head)
     spec = pickle.loads(source.read(length))
     if not isinstance(spec, FetchSpec):
         raise TypeError(f"expected a FetchSpec on stdin, got {type(spec).__name__}")

@@ -302,39 +302,55 @@ class Indexer:
 
     async def _ranges(self, start: int, end: int, finalized: int) -> AsyncGenerator[Fetched, None]:
         """The range's batches, fetched here until the rest looks large enough for the
-        fetch process (``rest_is_large`` at the density seen so far) while this process
-        is busy enough on the CPU for a second one to help (``busy_enough``), then by it."""
+        fetch process (``_rest_is_large``) while this process is busy enough on the CPU
+        for a second one to help (``busy_enough``), then by it. The child is launched
+        then and takes over once it has started: until that, batches are fetched here."""
         least = self.settings.fetch_process_blocks
         candidate = bool(least) and end - start + 1 >= least and self.remote.broken is None
         events, handed, waiting = 0, start, False
         cpu, wall = time.process_time(), time.monotonic()
-        if not candidate or self.settings.fetch_process_events:
-            async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
-                async for item in here:
+        try:
+            if not candidate or self.settings.fetch_process_events:
+                async with contextlib.aclosing(self.history.prefetched(start, end)) as here:
+                    async for item in here:
+                        yield item
+                        events += len(item.events)
+                        fetched, handed = handed, item.anchor.number + 1
+                        if self.remote.ready:
+                            break
+                        if not candidate or self.remote.launched or not self._rest_is_large(
+                            (events, handed - start), (len(item.events), handed - fetched),
+                            end - handed + 1,
+                        ):  # fmt: skip
+                            continue
+                        used, took = time.process_time() - cpu, time.monotonic() - wall
+                        if busy_enough(used, took, self.settings.fetch_process_busy):
+                            self.remote.launch()
+                            continue
+                        if not waiting:  # said once a range: its rest stays here while it waits
+                            waiting = True
+                            log.info("fetch_process_not_needed", from_block=handed, to_block=end,
+                                     busy=round(used / max(took, 1e-9), 3))  # fmt: skip
+                    else:
+                        return
+            head = self.state.head.number if self.state.head is not None else None
+            log.info("fetch_process_handover", from_block=handed, to_block=end,
+                     events_seen=events)  # fmt: skip
+            async with contextlib.aclosing(
+                self.remote.prefetched(handed, end, finalized=finalized, head=head)
+            ) as remote:
+                async for item in remote:
                     yield item
-                    events += len(item.events)
-                    handed = item.anchor.number + 1
-                    if not candidate or not rest_is_large(
-                        events, handed - start, end - handed + 1,
-                        self.settings.fetch_process_events,
-                    ):  # fmt: skip
-                        continue
-                    used, took = time.process_time() - cpu, time.monotonic() - wall
-                    if busy_enough(used, took, self.settings.fetch_process_busy):
-                        break
-                    if not waiting:  # said once a range: its rest stays here while it waits
-                        waiting = True
-                        log.info("fetch_process_not_needed", from_block=handed, to_block=end,
-                                 busy=round(used / max(took, 1e-9), 3))  # fmt: skip
-                else:
-                    return
-        head = self.state.head.number if self.state.head is not None else None
-        log.info("fetch_process_handover", from_block=handed, to_block=end, events_seen=events)
-        async with contextlib.aclosing(
-            self.remote.prefetched(handed, end, finalized=finalized, head=head)
-        ) as remote:
-            async for item in remote:
-                yield item
+        finally:
+            await self.remote.discard()  # launched, and the range ended before it started
+
+    def _rest_is_large(self, seen: tuple[int, int], last: tuple[int, int], left: int) -> bool:
+        """Whether the rest of a range holds ``fetch_process_events`` at the density of its
+        part seen so far or of its last batch, each as (events, blocks): a range whose first
+        blocks are quiet (a contract's deployment and set-up) turns dense, and the last
+        batch says so long before the whole part seen does."""
+        least = self.settings.fetch_process_events
+        return rest_is_large(*seen, left, least) or rest_is_large(*last, left, least)
 
     # ---- realtime zone -------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import pickle
 import signal
@@ -280,6 +281,29 @@ async def test_the_child_takes_over_where_the_rest_looks_large(
             await h.close()
 
 
+async def test_the_rest_is_judged_by_the_last_batch_too(
+    module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
+) -> None:
+    """Scanned from block 0, the range opens with the deployment's blocks, quiet. Judged
+    by all the blocks seen, the dense ones that follow predict a rest of a few thousand
+    events; judged by the last batch, one dense block (240 events), of nearly nine
+    thousand: the rest looks like holding 5,000 and the child is launched."""
+    d = dataclasses.replace(flows, start_block=0)
+    w3 = Web3(Web3.HTTPProvider(module_anvil.url))
+    logs = w3.eth.get_logs({"address": Web3.to_checksum_address(flows.emitter), "fromBlock": 0})
+    first = min(lg["blockNumber"] for lg in logs)
+    assert first >= 10  # the empty prefix the estimate must not count
+    h = Harness(through_child(tmp_path, "from0", d, module_anvil.url, least=5_000, max_range=1))
+    try:
+        with structlog.testing.capture_logs() as said:
+            await h.to_head()
+        assert h.indexer.remote.started == 1
+        handed = [e for e in said if e["event"] == "fetch_process_handover"]
+        assert all(e["events_seen"] < 5_000 for e in handed), handed
+    finally:
+        await h.close()
+
+
 async def test_a_process_waiting_on_its_node_keeps_the_range(
     module_anvil: AnvilProcess, flows: Deployment, tmp_path: Path
 ) -> None:
@@ -307,6 +331,152 @@ async def test_a_process_waiting_on_its_node_keeps_the_range(
         finally:
             for h in (reference, waiting, eager):
                 await h.close()
+
+
+# A child held at its interpreter's start until the test opens a gate: a site hook on
+# the PYTHONPATH the children inherit (this process's import path is already set).
+GATED_START = """
+import pathlib, time
+gate = pathlib.Path(__file__).with_name("open")
+while not gate.exists():
+    time.sleep(0.01)
+"""
+
+
+def gated_children(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Children started from now on wait at their start for the returned file to exist."""
+    site = tmp / "gated-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GATED_START)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    return site / "open"
+
+
+def fetch_children() -> list[int]:
+    """This process's fetch processes still alive (or not yet reaped)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == os.getpid() and b"fetch_child" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+class Launches(NullListener):
+    """The source of each batch (the fetch process's pid, None here), how many were
+    committed here after the child was launched, and the gate opened after ``opens_after``
+    of those (never when None)."""
+
+    def __init__(self, fetcher: ProcessFetcher, gate: Path, opens_after: int | None) -> None:
+        self.fetcher, self.gate, self.opens_after = fetcher, gate, opens_after
+        self.pids: list[int | None] = []
+        self.here_while_starting = 0
+
+    def on_batch(self, result: ApplyResult, events: Sequence[Event]) -> None:
+        self.pids.append(self.fetcher.pid)
+        if self.fetcher.launched and self.fetcher.pid is None:
+            self.here_while_starting += 1
+            if self.here_while_starting == self.opens_after:
+                self.gate.touch()
+
+
+async def launched_index(
+    tmp: Path, name: str, d: Deployment, url: str, gate: Path, opens_after: int | None
+) -> tuple[Harness, Launches]:
+    h = Harness(through_child(tmp, name, d, url, least=1_000, max_range=1))
+    launches = Launches(h.indexer.remote, gate, opens_after)
+    h.indexing.listener = launches
+    await h.to_head()
+    return h, launches
+
+
+async def test_the_range_is_fetched_here_while_its_child_starts(
+    module_anvil: AnvilProcess,
+    flows: Deployment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the rest looks large the child is launched, and batches are still fetched
+    and committed here until it has started; it then takes the rest. Its start held
+    until three batches were committed meanwhile, and every request held 50 ms so that
+    the range outlasts the start, the batches come from here, then all from one child."""
+    reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
+    gate = gated_children(tmp_path, monkeypatch)
+    async with RpcProxy(module_anvil.url) as proxy:
+        proxy.rules.latency = 0.05
+        h, launches = await launched_index(tmp_path, "gated", flows, proxy.url, gate, 3)
+    try:
+        assert launches.here_while_starting >= 3
+        pids = launches.pids
+        here = pids.index(next(p for p in pids if p is not None))
+        assert set(pids[:here]) == {None} and len(set(pids[here:])) == 1 and None not in pids[here:]
+        assert h.indexer.remote.started == 1 and h.indexer.remote.pid is None
+        assert fetch_children() == []
+        assert_same_index(reference, h)
+    finally:
+        await reference.close()
+        await h.close()
+
+
+async def test_a_child_still_starting_when_its_range_ends_here_is_stopped(
+    module_anvil: AnvilProcess,
+    flows: Deployment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child launched for a rest that this process then fetched whole before the child
+    started (its start held for good) is killed and reaped with the range: nothing is
+    left running, and the index is the in-process one."""
+    reference = await index(tmp_path, "ref", flows, module_anvil.url, fetch_process_blocks=0)
+    gate = gated_children(tmp_path, monkeypatch)
+    h, launches = await launched_index(tmp_path, "never", flows, module_anvil.url, gate, None)
+    try:
+        assert h.indexer.remote.started == 1 and launches.here_while_starting >= 1
+        assert set(launches.pids) == {None}
+        assert not h.indexer.remote.launched and fetch_children() == []
+        assert_same_index(reference, h)
+    finally:
+        await reference.close()
+        await h.close()
+
+
+async def test_a_launched_child_is_stopped_whether_or_not_it_has_started(
+    module_anvil: AnvilProcess, flows: Deployment
+) -> None:
+    rpc = RpcClient([EndpointConfig("rpc0", module_anvil.url)])
+    fetcher = ProcessFetcher(
+        rpc, [flows.emitter], RangePolicy(), {flows.emitter: Protocol.ERC8183}, None, StampTrust()
+    )
+    try:
+        fetcher.launch()
+        await fetcher.discard()  # at once: still starting
+        assert not fetcher.launched and fetch_children() == []
+        fetcher.launch()
+        for _ in range(300):
+            if fetcher.ready:
+                break
+            await asyncio.sleep(0.05)
+        assert fetcher.ready and len(fetch_children()) == 1
+        await fetcher.discard()
+        assert not fetcher.launched and fetch_children() == []
+    finally:
+        await rpc.close()
+
+
+async def test_a_child_whose_parent_closes_its_pipe_before_its_range_exits_quietly() -> None:
+    """A parent that stopped wanting the child it started ahead (or died) closes its end:
+    the child, waiting for its range after saying it is ready, exits 0 without a word."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "keeper.sync.fetch_child",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    assert await asyncio.wait_for(proc.stdout.readexactly(4), 60) == bytes(4)  # ready
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    assert await proc.stderr.read() == b""
 
 
 async def test_closing_the_scan_early_leaves_no_child(
