@@ -246,6 +246,15 @@ class BatchSources(NullListener):
             self.pids.append(self.fetcher.pid)
 
 
+def fetched_here_then_by_one_child(pids: Sequence[int | None]) -> int:
+    """How many batches came from this process (pid None) before all the rest came from
+    one child; fails unless the batches are in that shape."""
+    here = pids.index(next(p for p in pids if p is not None))
+    assert set(pids[:here]) <= {None}, pids
+    assert len(set(pids[here:])) == 1 and None not in pids[here:], pids
+    return here
+
+
 async def sourced(
     tmp: Path, name: str, d: Deployment, url: str, least: int
 ) -> tuple[Harness, list[int | None]]:
@@ -269,9 +278,7 @@ async def test_the_child_takes_over_where_the_rest_looks_large(
     kept, kept_pids = await sourced(tmp_path, "kept", flows, url, 10**9)
     try:
         # a prefix fetched here (the deployment blocks are nearly empty), then one child
-        here = handed_pids.index(next(p for p in handed_pids if p is not None))
-        assert here >= 1 and set(handed_pids[:here]) == {None}, handed_pids
-        assert len(set(handed_pids[here:])) == 1 and None not in handed_pids[here:]
+        assert fetched_here_then_by_one_child(handed_pids) >= 1
         assert handed.indexer.remote.started == 1
         assert kept_pids and set(kept_pids) == {None}
         assert kept.indexer.remote.started == 0
@@ -408,15 +415,13 @@ async def test_the_range_is_fetched_here_while_its_child_starts(
         h, launches = await launched_index(tmp_path, "gated", flows, proxy.url, gate, 3)
     try:
         assert launches.here_while_starting >= 3
-        pids = launches.pids
-        here = pids.index(next(p for p in pids if p is not None))
-        assert set(pids[:here]) == {None} and len(set(pids[here:])) == 1 and None not in pids[here:]
+        assert fetched_here_then_by_one_child(launches.pids) >= launches.here_while_starting
         assert h.indexer.remote.started == 1 and h.indexer.remote.pid is None
         assert fetch_children() == []
         assert_same_index(reference, h)
     finally:
-        await reference.close()
-        await h.close()
+        for harness in (reference, h):
+            await harness.close()
 
 
 async def test_a_child_still_starting_when_its_range_ends_here_is_stopped(
