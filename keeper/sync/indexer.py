@@ -316,7 +316,7 @@ class Indexer:
                         yield item
                         events += len(item.events)
                         fetched, handed = handed, item.anchor.number + 1
-                        if self.remote.ready:
+                        if self.remote.ready and handed <= end:
                             break
                         if not candidate or self.remote.launched or not self._rest_is_large(
                             (events, handed - start), (len(item.events), handed - fetched),
