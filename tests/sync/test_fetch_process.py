@@ -30,6 +30,7 @@ from support.rpc_proxy import ProxyRules, RpcProxy
 from sync_support import Harness, emit_job_flows, table_diff, write_config
 from web3 import Web3
 
+from bench.common import children
 from keeper.config import Config
 from keeper.devnet.anvil import AnvilProcess
 from keeper.devnet.deploy import Deployment, deploy_all
@@ -360,13 +361,12 @@ def gated_children(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fetch_children() -> list[int]:
-    """This process's fetch processes still alive (or not yet reaped)."""
+    """This process's fetch processes still alive."""
     found = []
-    for entry in Path("/proc").glob("[0-9]*"):
+    for pid in children(os.getpid()):
         with contextlib.suppress(OSError):
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == os.getpid() and b"fetch_child" in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
+            if b"fetch_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
     return found
 
 
