@@ -151,7 +151,8 @@ async def read_ready(source: asyncio.StreamReader) -> None:
     """The child's ready frame; ``asyncio.IncompleteReadError`` when the child is gone."""
     frame = await source.readexactly(_LENGTH.size)
     if frame != _READY:
-        raise ValueError(f"the fetch process began with a {len(frame)}-byte frame, not ready")
+        (length,) = _LENGTH.unpack(frame)
+        raise ValueError(f"the fetch process began with a {length}-byte frame, not ready")
 
 
 def read_spec(source: BinaryIO) -> FetchSpec | None:
